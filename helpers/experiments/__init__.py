@@ -1,5 +1,8 @@
 """Sweeps: a grid of configs x seeds -> a tidy DataFrame, each point cached in the result store.
 
+The experiments of each chapter live in their own submodule (`helpers.experiments.barrier`, ...),
+so chapters never edit one shared file; this module holds the runner they all use.
+
     def point(n, d_head, seed):           # a top-level function returning a dict or a list of dicts
         ...
     df = run_sweep("random_rank", point, grid(n=[64, 128], d_head=[1, 2, 4]), seeds=[0, 1])
@@ -15,7 +18,7 @@ from collections.abc import Callable
 import pandas as pd
 from tqdm import tqdm
 
-from .cache import ResultStore
+from ..cache import ResultStore
 
 
 def grid(**axes) -> list[dict]:

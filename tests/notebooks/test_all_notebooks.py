@@ -1,0 +1,28 @@
+"""Every source notebook runs in quick mode and records its metrics."""
+
+import nbformat
+import pytest
+
+from helpers import book
+
+NOTEBOOKS = [p.stem for p in book.source_notebooks()]
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_notebook_runs_in_quick_mode(quick_book, notebook):
+    metrics = quick_book.metrics(notebook)
+    assert metrics["mode"] == "quick"
+    assert metrics["notebook"] == notebook
+    assert metrics["values"], "the notebook recorded no values"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_source_notebook_is_clean_and_parametrised(notebook):
+    nb = nbformat.read(book.paths.NBS_DIR / f"{notebook}.ipynb", as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert "parameters" in code_cells[0].metadata.get("tags", []), "first code cell must be tagged 'parameters'"
+    assert "MODE" in code_cells[0].source and "SEED" in code_cells[0].source
+    assert "config.validate" in code_cells[1].source, "second code cell must validate the parameters"
+    for cell in code_cells:
+        assert not cell.outputs and cell.execution_count is None, "commit notebooks without outputs"
