@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
+
 from . import paths
 from .config import MODES
 
@@ -47,11 +49,19 @@ def source_notebooks(names: list[str] | None = None) -> list[Path]:
     return chosen
 
 
-def _failure_from(notebook: Path, err: Exception) -> NotebookFailure:
+def _failure_from(notebook: Path, executed: Path, err: Exception) -> NotebookFailure:
+    """Name the failing cell by its index in the SOURCE notebook (papermill's index counts its injected cell)."""
     cell = "an unknown cell"
     index = getattr(err, "cell_index", None)
     if index is not None:
-        cell = f"cell {index} (execution count {getattr(err, 'exec_count', '?')})"
+        try:
+            cells = nbformat.read(executed, as_version=4).cells
+            injected = [i for i, c in enumerate(cells) if "injected-parameters" in c.metadata.get("tags", [])]
+            source_index = index - sum(1 for i in injected if i < index)
+            first_line = cells[index].source.strip().splitlines()[0] if cells[index].source.strip() else ""
+            cell = f"cell {source_index} ({first_line[:60]!r})"
+        except Exception:  # the executed copy may be unreadable; fall back to papermill's index
+            cell = f"cell {index} of the executed notebook"
     error = f"{getattr(err, 'ename', type(err).__name__)}: {getattr(err, 'evalue', err)}"
     return NotebookFailure(notebook.stem, cell, error)
 
@@ -75,7 +85,7 @@ def execute_one(notebook: Path, mode: str, params: dict, book_dir: Path) -> Path
     except Exception as err:  # papermill re-raises the kernel's error as PapermillExecutionError
         if partial.exists():
             os.replace(partial, target)  # keep the failed notebook so its traceback can be read
-        raise _failure_from(notebook, err) from err
+        raise _failure_from(notebook, target, err) from err
     os.replace(partial, target)
     return target
 
