@@ -1,0 +1,158 @@
+"""Read every head's attention probabilities from a `helpers.models.Transformer` without changing its output.
+
+    with capture(model) as cap:                     # all layers
+        logits = model(x)
+    cap.probs                                       # (layer, batch, head, query, key), rows sum to 1
+
+    with capture(model, layers=[0], measures=("numerical", "effective"), store=False) as cap:
+        model(x)                                    # long sequences: ranks per layer, no matrices kept
+    cap.ranks["numerical"]                          # (layer, batch, head) float64
+
+While capturing, each chosen layer also computes its probabilities explicitly (in the "explicit" path it
+hands over the very matrix it uses); the output is the one the model computes anyway. The probes are
+removed in `finally`, even if the body raises. Ranks use `helpers.rank` (SVDs in float64).
+"""
+
+from contextlib import contextmanager
+
+import torch
+
+from . import rank
+from .config import ParameterError
+
+
+class Captured:
+    """What a capture collected: `probs` `(layer, batch, head, n, n)` and/or `ranks` {measure: (layer, batch, head)}.
+
+    `layers` lists the model layer index of each entry along the first axis. After several forward
+    passes inside one block, the batches are concatenated along the batch axis.
+    """
+
+    def __init__(self, layers: list[int], measures: tuple[str, ...], rtol: float, store: bool, to_cpu: bool):
+        self.layers, self.measures, self.rtol, self.store, self.to_cpu = layers, measures, rtol, store, to_cpu
+        self._probs = {layer: [] for layer in layers}
+        self._ranks = {layer: {m: [] for m in measures} for layer in layers}
+
+    def _record(self, layer: int, probs: torch.Tensor) -> None:
+        probs = probs.detach()
+        if self.store:
+            self._probs[layer].append(probs.cpu() if self.to_cpu else probs)
+        if self.measures:
+            values = measure(probs, self.measures, self.rtol)
+            for name, value in values.items():
+                self._ranks[layer][name].append(value.cpu())
+
+    @property
+    def probs(self) -> torch.Tensor | None:
+        """Probabilities `(layer, batch, head, query, key)`, or None when `store=False`."""
+        if not self.store:
+            return None
+        if not all(self._probs[layer] for layer in self.layers):
+            raise RuntimeError("nothing was captured: run the model inside the `with capture(...)` block")
+        return torch.stack([torch.cat(self._probs[layer], dim=0) for layer in self.layers])
+
+    @property
+    def ranks(self) -> dict[str, torch.Tensor]:
+        """{measure: `(layer, batch, head)` float64} for the measures asked for."""
+        if self.measures and not all(self._ranks[layer][self.measures[0]] for layer in self.layers):
+            raise RuntimeError("nothing was captured: run the model inside the `with capture(...)` block")
+        return {m: torch.stack([torch.cat(self._ranks[layer][m], dim=0) for layer in self.layers])
+                for m in self.measures}
+
+
+def measure(probs: torch.Tensor, measures: tuple[str, ...], rtol: float = rank.DEFAULT_RTOL) -> dict:
+    """Rank measures of `(..., n, n)` probabilities -> {measure: `(...)` float64}, sharing one SVD."""
+    out = {}
+    if "hardmax" in measures:
+        out["hardmax"] = rank.hardmax_rank(probs).to(torch.float64)
+    svd_measures = [m for m in measures if m != "hardmax"]
+    if svd_measures:
+        sigma = rank.singular_values(probs)
+        top = sigma[..., :1]
+        for m in svd_measures:
+            if m == "numerical":
+                out[m] = (sigma > rtol * top).sum(-1).to(torch.float64)
+            elif m == "effective":
+                p = sigma / sigma.sum(-1, keepdim=True).clamp_min(1e-300)
+                out[m] = torch.exp(-(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1))
+            elif m == "stable":
+                out[m] = (sigma**2).sum(-1) / (top.squeeze(-1) ** 2).clamp_min(1e-300)
+    return {m: out[m] for m in measures}
+
+
+def _check(model, layers, measures, store, rtol):
+    attentions = getattr(model, "attentions", None)
+    if attentions is None:
+        raise ParameterError("model", type(model).__name__, "a helpers.models.Transformer (with .attentions)")
+    n_layers = len(attentions)
+    if layers is None:
+        layers = list(range(n_layers))
+    elif isinstance(layers, int):
+        layers = [layers]
+    layers = [int(layer) for layer in layers]
+    if not layers or any(not -n_layers <= layer < n_layers for layer in layers):
+        raise ParameterError("layers", layers, f"None (all) or layer indices in [0, {n_layers})")
+    layers = [layer % n_layers for layer in layers]
+    if len(set(layers)) != len(layers):
+        raise ParameterError("layers", layers, "distinct layer indices")
+    measures = tuple(measures or ())
+    for m in measures:
+        if m not in rank.MEASURES:
+            raise ParameterError("measures", measures, f"a tuple of {list(rank.MEASURES)}")
+    if not store and not measures:
+        raise ParameterError("store", store, "True unless measures are asked for (otherwise nothing is kept)")
+    if not rtol > 0:
+        raise ParameterError("rtol", rtol, "a number > 0")
+    return layers, measures
+
+
+@contextmanager
+def capture(model, layers=None, measures=None, store: bool | None = None, rtol: float = rank.DEFAULT_RTOL,
+            to_cpu: bool = True):
+    """Collect attention probabilities (and/or rank measures) of `layers` during the forward passes in the block.
+
+    layers: None (all), an index or a list of indices (negative counts from the end).
+    measures: rank measures from `helpers.rank.MEASURES` computed per layer on the fly.
+    store: keep the matrices (default: True when no measures are asked for, else False).
+    Yields a `Captured`; read `.probs` / `.ranks` after the forward pass.
+    """
+    if store is None:
+        store = not measures
+    layers, measures = _check(model, layers, measures, store, rtol)
+    result = Captured(layers, measures, rtol, store, to_cpu)
+    attentions = model.attentions
+    for layer in layers:
+        if attentions[layer].probe is not None:
+            raise RuntimeError(f"layer {layer} is already being captured (nested capture of the same layer)")
+    try:
+        for layer in layers:
+            attentions[layer].probe = lambda probs, layer=layer: result._record(layer, probs)
+        yield result
+    finally:
+        for layer in layers:
+            attentions[layer].probe = None
+
+
+def attention_probs(model, x: torch.Tensor, layers=None) -> torch.Tensor:
+    """One forward pass in eval mode without gradients -> probabilities `(layer, batch, head, n, n)`."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), capture(model, layers) as cap:
+            model(x)
+    finally:
+        model.train(was_training)
+    return cap.probs
+
+
+def attention_ranks(model, x: torch.Tensor, measures=rank.MEASURES, layers=None,
+                    rtol: float = rank.DEFAULT_RTOL) -> dict[str, torch.Tensor]:
+    """One no-grad eval forward pass -> {measure: `(layer, batch, head)` float64}, no matrices kept."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), capture(model, layers, measures=measures, rtol=rtol) as cap:
+            model(x)
+    finally:
+        model.train(was_training)
+    return cap.ranks
