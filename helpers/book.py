@@ -16,7 +16,7 @@ import nbformat
 from . import paths
 from .config import MODES
 
-BOOK_SOURCES = ("_config.yml", "_toc.yml", "book/*.md", "book/*.bib", "book/_static")
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book/*.md", "book/*.bib", "book/*.svg")
 
 
 @dataclass
