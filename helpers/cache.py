@@ -4,10 +4,12 @@ Writes are atomic (a temporary file, then a rename), so a sweep killed at any mo
 complete entries behind, and a re-run computes only what is missing. No pickle.
 """
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -20,6 +22,8 @@ from . import paths
 
 def to_jsonable(value):
     """Numbers, arrays, tensors and nested containers as plain JSON types (NaN becomes null)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
@@ -52,28 +56,36 @@ def write_json_atomic(path: Path, data) -> Path:
     return path
 
 
-@lru_cache(maxsize=1)
-def source_hash() -> str:
-    """A hash of every `helpers/*.py` file, so a code change invalidates cached results."""
+@lru_cache(maxsize=8)
+def source_hash(package: Path | None = None) -> str:
+    """A hash of every `helpers/**/*.py` file, so a code change invalidates cached results."""
     digest = hashlib.sha256()
-    package = Path(__file__).resolve().parent
+    package = Path(package) if package is not None else Path(__file__).resolve().parent
     for path in sorted(package.rglob("*.py")):
         digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def cache_key(experiment: str, config: dict, seed: int) -> str:
-    """The store key: experiment name, full config, seed, helpers source and library versions."""
-    identity = {
+def identity(experiment: str, config: dict, seed: int) -> dict:
+    """Everything a cached result depends on (JSON-able; dataclasses in the config become dicts)."""
+    return {
         "experiment": experiment,
-        "config": config,
-        "seed": seed,
+        "config": to_jsonable(config),
+        "seed": to_jsonable(seed),
         "helpers_source": source_hash(),
         "torch": torch.__version__,
         "numpy": np.__version__,
     }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def cache_key(experiment: str, config: dict, seed: int) -> str:
+    """The store key: experiment name, full config, seed, helpers source and library versions."""
+    text = json.dumps(identity(experiment, config, seed), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class ResultStore:
@@ -83,15 +95,24 @@ class ResultStore:
         self.root = Path(root) if root is not None else paths.cache_dir()
 
     def path(self, experiment: str, config: dict, seed: int) -> Path:
+        if not isinstance(experiment, str) or not _SAFE_NAME.match(experiment):
+            raise ValueError(f"experiment name must be letters, digits, '_', '.' or '-' (a folder name); "
+                             f"got {experiment!r}")
         return self.root / experiment / f"{cache_key(experiment, config, seed)}.json"
 
     def load(self, experiment: str, config: dict, seed: int):
-        """The stored result, or None when this point has not been computed."""
+        """The stored result, or None when this point has not been computed (or its file is unreadable)."""
         path = self.path(experiment, config, seed)
-        if not path.exists():
+        try:
+            return json.loads(path.read_text())["result"]
+        except FileNotFoundError:
             return None
-        return json.loads(path.read_text())["result"]
+        except (ValueError, KeyError, TypeError, OSError):
+            return None  # a damaged entry is recomputed and overwritten
+
+    def contains(self, experiment: str, config: dict, seed: int) -> bool:
+        return self.load(experiment, config, seed) is not None
 
     def save(self, experiment: str, config: dict, seed: int, result) -> Path:
-        record = to_jsonable({"experiment": experiment, "config": config, "seed": seed, "result": result})
+        record = {**identity(experiment, config, seed), "result": to_jsonable(result)}
         return write_json_atomic(self.path(experiment, config, seed), record)

@@ -8,7 +8,8 @@ so chapters never edit one shared file; this module holds the runner they all us
     df = run_sweep("random_rank", point, grid(n=[64, 128], d_head=[1, 2, 4]), seeds=[0, 1])
 
 Every row of the result carries its config and seed. Points already in the store are loaded,
-not recomputed, so a killed sweep resumes where it stopped.
+not recomputed, so a killed sweep resumes where it stopped (each point is written atomically as soon as
+it is done). `df.attrs["computed"]` and `df.attrs["loaded"]` count the points of each kind.
 """
 
 import itertools
@@ -18,7 +19,7 @@ from collections.abc import Callable
 import pandas as pd
 from tqdm import tqdm
 
-from ..cache import ResultStore
+from ..cache import ResultStore, to_jsonable
 
 
 def grid(**axes) -> list[dict]:
@@ -35,6 +36,25 @@ def _rows(result) -> list[dict]:
     raise TypeError(f"a sweep point must return a dict or a list of dicts; got {type(result).__name__}")
 
 
+def _check(name, point, configs, seeds):
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"run_sweep: name must be a non-empty string; got {name!r}")
+    if not callable(point):
+        raise TypeError(f"run_sweep: point must be a function point(**config, seed=...); got {point!r}")
+    configs, seeds = list(configs), list(seeds)
+    if not configs or not seeds:
+        raise ValueError("run_sweep needs at least one config and one seed")
+    for config in configs:
+        if not isinstance(config, dict):
+            raise TypeError(f"run_sweep: each config must be a dict; got {config!r}")
+        if "seed" in config:
+            raise ValueError(f"run_sweep: configs must not contain 'seed' (pass seeds=...); got {config!r}")
+    for seed in seeds:
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"run_sweep: seeds must be non-negative integers; got {seed!r}")
+    return configs, seeds
+
+
 def run_sweep(
     name: str,
     point: Callable[..., dict | list[dict]],
@@ -42,18 +62,26 @@ def run_sweep(
     seeds: list[int],
     store: ResultStore | None = None,
     progress: bool = True,
+    recompute: bool = False,
 ) -> pd.DataFrame:
-    """Run `point(**config, seed=seed)` for every config and seed, through the result store."""
-    if not configs or not seeds:
-        raise ValueError("run_sweep needs at least one config and one seed")
+    """Run `point(**config, seed=seed)` for every config and seed, through the result store.
+
+    recompute=True ignores (and overwrites) stored points. Results go through JSON, so a point should
+    return plain numbers, strings, lists or arrays; NaN comes back as None/NaN.
+    """
+    configs, seeds = _check(name, point, configs, seeds)
     store = store or ResultStore()
     tasks = [(config, seed) for config in configs for seed in seeds]
-    rows = []
+    rows, computed = [], 0
     bar = tqdm(tasks, desc=name, file=sys.stderr, disable=not progress, mininterval=2.0, leave=False)
     for config, seed in bar:
-        result = store.load(name, config, seed)
+        result = None if recompute else store.load(name, config, seed)
         if result is None:
-            result = _rows(point(**config, seed=seed))
+            result = to_jsonable(_rows(point(**config, seed=seed)))  # as a re-run will load it
             store.save(name, config, seed, result)
+            computed += 1
+            bar.set_postfix(computed=computed, refresh=False)
         rows.extend({**config, "seed": seed, **row} for row in result)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(computed=computed, loaded=len(tasks) - computed)
+    return frame

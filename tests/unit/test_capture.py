@@ -1,0 +1,135 @@
+"""helpers.capture: probabilities against a manual recomputation, invariants, cleanup, on-the-fly ranks."""
+
+import pytest
+import torch
+
+from helpers import rank
+from helpers.capture import attention_probs, attention_ranks, capture
+from helpers.config import ParameterError
+from helpers.models import build_model
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
+def tokens(batch=2, n=9, vocab=11):
+    return torch.randint(0, vocab, (batch, n), generator=torch.Generator().manual_seed(0))
+
+
+def manual_probs(model, x):
+    """Recompute each layer's probabilities from the weights: (layer, batch, head, n, n)."""
+    cfg = model.cfg
+    h = model.embed(x) + (model.pos_table[: x.shape[1]] if model.pos_table is not None else 0)
+    out = []
+    for block in model.blocks:
+        a = block.norm1(h) if cfg.norm == "pre" else h
+        w, b = block.attn.qkv.weight, block.attn.qkv.bias
+        q, k, _ = (a @ w.T + b).split(cfg.n_heads * cfg.head_dim, dim=-1)
+        heads = lambda t: t.view(*t.shape[:2], cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, n, d_head)
+        logits = heads(q) @ heads(k).transpose(-1, -2) * cfg.attn_scale
+        if cfg.causal:
+            logits = logits.masked_fill(torch.ones_like(logits, dtype=torch.bool).triu(1), float("-inf"))
+        out.append(torch.softmax(logits, dim=-1))
+        h = block(h)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("n_layers", [1, 2])
+@pytest.mark.parametrize("options", [dict(d_head=4), dict(causal=True, temperature=0.3, d_head=5, norm="post")])
+def test_capture_matches_manual_recomputation(n_layers, options):
+    model = build_model(vocab_size=11, d_model=16, n_heads=3, n_layers=n_layers, seed=1, **options).eval()
+    x = tokens()
+    with torch.no_grad(), capture(model) as cap:
+        model(x)
+    with torch.no_grad():
+        expected = manual_probs(model, x)
+    assert cap.probs.shape == (n_layers, 2, 3, 9, 9)
+    assert torch.allclose(cap.probs, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("path", ["fast", "explicit"])
+def test_output_identical_with_and_without_capture(path):
+    model = build_model(vocab_size=11, d_model=16, n_heads=2, n_layers=2, seed=2).set_attention_path(path).eval()
+    x = tokens()
+    plain = model(x)
+    with capture(model) as cap:
+        captured = model(x)
+    assert torch.equal(plain, captured)
+    assert cap.probs.shape == (2, 2, 2, 9, 9)
+    model.train()  # gradients unchanged too
+    grad = lambda: torch.autograd.grad(model(x).sum(), model.embed.weight)[0]
+    plain_grad = grad()
+    with capture(model, layers=[1]):
+        assert torch.equal(grad(), plain_grad)
+
+
+def test_rows_sum_to_one_and_causal_zeros():
+    model = build_model(vocab_size=11, d_model=16, n_heads=2, n_layers=2, causal=True, seed=0)
+    probs = attention_probs(model, tokens(n=12))
+    assert torch.allclose(probs.sum(-1), torch.ones(probs.shape[:-1]), atol=1e-5)
+    upper = torch.ones(12, 12, dtype=torch.bool).triu(1)
+    assert torch.all(probs[..., upper] == 0)
+    assert torch.all(probs[..., ~upper] > 0)
+    assert model.training  # attention_probs restores the mode
+
+
+def test_no_probe_left_after_an_exception():
+    model = build_model(vocab_size=11, d_model=16, n_heads=2, n_layers=3)
+    with pytest.raises(ZeroDivisionError):
+        with capture(model, layers=[0, 2]):
+            model(tokens())
+            1 / 0
+    assert all(attn.probe is None for attn in model.attentions)
+    with pytest.raises(ValueError):  # an error inside the forward pass too
+        with capture(model):
+            model(tokens(n=2000))
+    assert all(attn.probe is None for attn in model.attentions)
+    with capture(model) as cap:  # and capture works again afterwards
+        model(tokens())
+    assert cap.probs.shape[0] == 3
+
+
+def test_chosen_layers_several_passes_and_errors():
+    model = build_model(vocab_size=11, d_model=16, n_heads=2, n_layers=3, seed=0).eval()
+    x = tokens()
+    full = attention_probs(model, x)
+    with capture(model, layers=-1) as cap:
+        model(x[:1])
+        model(x[1:])
+    assert cap.layers == [2]
+    assert torch.allclose(cap.probs[0], full[2], atol=1e-6)
+    for bad in ([3], [], [0, 0]):
+        with pytest.raises(ParameterError, match="layers"):
+            with capture(model, layers=bad):
+                pass
+    with pytest.raises(ParameterError, match="measures"):
+        with capture(model, measures=("trace",)):
+            pass
+    with pytest.raises(ParameterError, match="model"):
+        with capture(torch.nn.Linear(2, 2)):
+            pass
+    with pytest.raises(RuntimeError, match="nothing was captured"):
+        with capture(model) as cap:
+            pass
+        cap.probs
+
+
+def test_on_the_fly_ranks_match_stored_matrices():
+    model = build_model(vocab_size=11, d_model=16, n_heads=2, n_layers=2, d_head=2, seed=4).eval()
+    x = tokens(n=20)
+    probs = attention_probs(model, x)
+    ranks = attention_ranks(model, x, rtol=1e-2)
+    assert set(ranks) == set(rank.MEASURES)
+    assert ranks["numerical"].shape == (2, 2, 2)
+    assert torch.equal(ranks["numerical"], rank.numerical_rank(probs, rtol=1e-2).double())
+    assert torch.equal(ranks["hardmax"], rank.hardmax_rank(probs).double())
+    assert torch.allclose(ranks["effective"], rank.effective_rank(probs))
+    assert torch.allclose(ranks["stable"], rank.stable_rank(probs))
+    with torch.no_grad(), capture(model, measures=("hardmax",)) as cap:
+        model(x)
+    assert cap.probs is None and set(cap.ranks) == {"hardmax"}

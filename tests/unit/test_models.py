@@ -1,0 +1,152 @@
+"""helpers.models: the two attention paths, d_head, positions, seeded construction, validation."""
+
+import pytest
+import torch
+
+from helpers.config import ParameterError
+from helpers.models import ModelConfig, build_model, count_parameters, pick_device, sinusoidal_table
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
+def tokens(batch=3, n=10, vocab=11, seed=0):
+    return torch.randint(0, vocab, (batch, n), generator=torch.Generator().manual_seed(seed))
+
+
+VARIANTS = [
+    dict(pos="none"), dict(pos="sinusoidal", causal=True), dict(pos="learned", norm="post"),
+    dict(pos="rope", d_head=6), dict(norm="none", residual=False, mlp=False, d_head=5),
+    dict(temperature=0.5, causal=True), dict(scale=2.0, n_layers=3, activation="relu"),
+]
+
+
+@pytest.mark.parametrize("options", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_fast_and_explicit_paths_agree(options):
+    model = build_model(vocab_size=11, d_model=16, n_heads=2, seed=3, **options).eval()
+    x = tokens()
+    fast = model(x)
+    explicit = model.set_attention_path("explicit")(x)
+    assert torch.allclose(fast, explicit, atol=1e-5, rtol=1e-5)
+    model.train()  # gradients agree too
+    model.set_attention_path("fast")
+    g_fast = torch.autograd.grad(model(x).square().sum(), model.blocks[0].attn.qkv.weight)[0]
+    model.set_attention_path("explicit")
+    g_expl = torch.autograd.grad(model(x).square().sum(), model.blocks[0].attn.qkv.weight)[0]
+    assert torch.allclose(g_fast, g_expl, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("d_model,n_heads,d_head", [(32, 4, 3), (32, 4, 16), (30, 4, 2), (16, 1, 64)])
+def test_d_head_independent_of_d_model_over_heads(d_model, n_heads, d_head):
+    model = build_model(vocab_size=7, d_model=d_model, n_heads=n_heads, d_head=d_head)
+    attn = model.blocks[0].attn
+    assert attn.qkv.weight.shape == (3 * n_heads * d_head, d_model)
+    assert attn.out.weight.shape == (d_model, n_heads * d_head)
+    assert model(tokens(vocab=7)).shape == (3, 10, 7)
+    assert model.cfg.attn_scale == pytest.approx(d_head**-0.5)
+
+
+def test_default_d_head_and_indivisible_error():
+    assert ModelConfig(vocab_size=5, d_model=32, n_heads=4).head_dim == 8
+    with pytest.raises(ParameterError, match="d_head"):
+        ModelConfig(vocab_size=5, d_model=30, n_heads=4)
+
+
+@pytest.mark.parametrize("pos", ["none", "sinusoidal", "learned", "rope"])
+def test_each_positional_encoding(pos):
+    """Without positions a non-causal model is permutation-equivariant; every encoding breaks that."""
+    model = build_model(vocab_size=11, d_model=16, n_heads=2, pos=pos, task="features", seed=1).eval()
+    x = tokens(batch=2, n=9)
+    perm = torch.randperm(9, generator=torch.Generator().manual_seed(0))
+    out, out_perm = model(x), model(x[:, perm])
+    equivariant = torch.allclose(out[:, perm], out_perm, atol=1e-5)
+    assert equivariant == (pos == "none")
+    assert (pos == "learned") == any(name == "pos_table" for name, _ in model.named_parameters())
+
+
+def test_rope_scores_depend_on_relative_position():
+    model = build_model(vocab_size=3, d_model=8, n_heads=1, pos="rope", seed=0)
+    rot = model.blocks[0].attn.rotary
+    q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
+    reps_q, reps_k = q.expand(1, 1, 12, 8), k.expand(1, 1, 12, 8)
+    scores = rot(reps_q)[0, 0] @ rot(reps_k)[0, 0].T  # (12, 12), depends on i - j only
+    assert torch.allclose(scores[3, 1], scores[10, 8], atol=1e-5)
+    assert torch.allclose(scores[0, 5], scores[6, 11], atol=1e-5)
+
+
+def test_sinusoidal_table_shape_and_values():
+    table = sinusoidal_table(50, 6)
+    assert table.shape == (50, 6)
+    assert torch.allclose(table[0], torch.tensor([0.0, 1, 0, 1, 0, 1]))
+
+
+def test_seeded_construction_is_deterministic_and_leaves_global_rng():
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    a = build_model(vocab_size=9, d_model=16, n_heads=2, pos="learned", seed=7)
+    b = build_model(vocab_size=9, d_model=16, n_heads=2, pos="learned", seed=7)
+    c = build_model(vocab_size=9, d_model=16, n_heads=2, pos="learned", seed=8)
+    assert torch.equal(torch.get_rng_state(), state)
+    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert not torch.equal(a.embed.weight, c.embed.weight)
+
+
+def test_heads_and_patch_embedding():
+    lm = build_model(vocab_size=13, d_model=16, n_heads=2, causal=True)
+    assert lm(tokens(vocab=13)).shape == (3, 10, 13)
+    for patch, n in [(7, 16), (4, 49), (2, 196)]:
+        vit = build_model(image_size=28, patch_size=patch, n_classes=10, task="classify", d_model=16, n_heads=2,
+                          pos="learned")
+        assert vit.cfg.n_patches == n
+        assert vit.hidden(torch.rand(2, 1, 28, 28)).shape == (2, n, 16)
+        assert vit(torch.rand(2, 28, 28)).shape == (2, 10)
+    vec = build_model(input_dim=5, task="classify", n_classes=3, pool="last", d_model=16, n_heads=2, causal=True)
+    assert vec(torch.randn(4, 6, 5)).shape == (4, 3)
+    assert count_parameters(vec) > 0
+
+
+def test_causal_model_ignores_the_future():
+    model = build_model(vocab_size=11, d_model=16, n_heads=2, causal=True, seed=2).eval()
+    x = tokens(batch=1, n=8)
+    y = x.clone()
+    y[0, 5:] = (y[0, 5:] + 1) % 11
+    assert torch.allclose(model(x)[0, :5], model(y)[0, :5], atol=1e-6)
+
+
+@pytest.mark.parametrize("bad,name", [
+    (dict(d_model=0), "d_model"), (dict(n_heads=2.5), "n_heads"), (dict(pos="alibi"), "pos"),
+    (dict(norm="rms"), "norm"), (dict(temperature=1.0, scale=1.0), "temperature"), (dict(temperature=0), "temperature"),
+    (dict(pos="rope", d_head=3), "d_head"), (dict(task="classify"), "n_classes"), (dict(dropout=1.0), "dropout"),
+    (dict(vocab_size=None), "vocab_size"), (dict(input_dim=4), "vocab_size"), (dict(residual="yes"), "residual"),
+])
+def test_config_errors_name_the_parameter(bad, name):
+    options = {"vocab_size": 5, **bad}
+    with pytest.raises(ParameterError, match=f"Parameter {name}:"):
+        ModelConfig(**options)
+
+
+def test_image_config_errors_and_long_input():
+    with pytest.raises(ParameterError, match="patch_size"):
+        ModelConfig(image_size=28, patch_size=5, task="classify", n_classes=10)
+    with pytest.raises(ParameterError, match="max_len"):
+        ModelConfig(image_size=28, patch_size=1, task="classify", n_classes=10, max_len=100)
+    model = build_model(vocab_size=5, max_len=8)
+    with pytest.raises(ValueError, match="max_len"):
+        model(tokens(n=9, vocab=5))
+
+
+def test_build_model_from_dict_and_device():
+    cfg = ModelConfig(vocab_size=5, d_model=16, n_heads=2)
+    assert build_model(cfg.to_dict(), d_head=3).cfg.head_dim == 3
+    with pytest.raises(ParameterError, match="colour"):
+        build_model({**cfg.to_dict(), "colour": 1})
+    assert pick_device("cpu").type == "cpu"
+    assert pick_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ParameterError, match="device"):
+        pick_device("tpu")
