@@ -138,3 +138,28 @@ def stage_sources(destination: Path) -> Path:
             else:
                 shutil.copy2(source, target)
     return destination
+
+
+@dataclass
+class Parameter:
+    """One line of a notebook's `parameters` cell."""
+
+    name: str
+    default: object
+    comment: str
+
+
+def notebook_parameters(notebook: Path) -> list[Parameter]:
+    """The literals of a source notebook's `parameters` cell, with their comments (legal values)."""
+    import ast
+
+    nb = nbformat.read(notebook, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
+    lines = cell.source.splitlines()
+    found = []
+    for node in ast.parse(cell.source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            line = lines[node.lineno - 1]
+            comment = line.split("#", 1)[1].strip() if "#" in line else ""
+            found.append(Parameter(node.targets[0].id, ast.literal_eval(node.value), comment))
+    return found
