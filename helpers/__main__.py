@@ -25,6 +25,7 @@ def main(argv=None) -> int:
     run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="extra notebook parameter, e.g. -p SEED 3 (repeatable)")
     run.add_argument("--book-dir", default=None, help="where executed notebooks go (default: book/)")
+    run.add_argument("--force", action="store_true", help="re-run notebooks whose executed copy is up to date")
     commands.add_parser("build", help="strict Jupyter Book build of the executed notebooks")
     args = parser.parse_args(argv)
 
@@ -32,7 +33,7 @@ def main(argv=None) -> int:
         return book.build()
     params = {name: parse_value(value) for name, value in args.param}
     try:
-        failures = book.execute(args.notebooks, args.mode, params, args.book_dir)
+        failures = book.execute(args.notebooks, args.mode, params, args.book_dir, force=args.force)
     except ValueError as err:
         parser.error(str(err))
     for failure in failures:

@@ -3,6 +3,8 @@
 Papermill is the only thing that executes notebooks; Jupyter Book only renders.
 """
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 import nbformat
 
 from . import paths
+from .cache import source_hash
 from .config import MODES
 
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book/*.md", "book/*.bib", "book/*.svg")
@@ -66,6 +69,36 @@ def _failure_from(notebook: Path, executed: Path, err: Exception) -> NotebookFai
     return NotebookFailure(notebook.stem, cell, error)
 
 
+FINGERPRINT_KEY = "attention_rank_book"
+
+
+def fingerprint(notebook: Path, mode: str, params: dict) -> str:
+    """What an executed copy depends on: the source notebook, its parameters and the helpers source.
+
+    A notebook whose metadata sets `attention_rank_book.reads_metrics` (the appendix) also depends on
+    every other chapter's metrics file.
+    """
+    digest = hashlib.sha256(notebook.read_bytes())
+    digest.update(json.dumps({"mode": mode, **params}, sort_keys=True, default=str).encode())
+    digest.update(source_hash().encode())
+    meta = nbformat.read(notebook, as_version=4).metadata.get(FINGERPRINT_KEY, {})
+    if meta.get("reads_metrics"):
+        for path in sorted(paths.metrics_dir().glob("*.json")):
+            if path.stem != notebook.stem:
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def is_up_to_date(notebook: Path, mode: str, params: dict, book_dir: Path) -> bool:
+    """True when the executed copy and its metrics were produced from exactly these inputs."""
+    target = book_dir / notebook.name
+    metrics = paths.metrics_dir() / f"{notebook.stem}.json"
+    if not (target.exists() and metrics.exists()):
+        return False
+    executed = nbformat.read(target, as_version=4).metadata.get(FINGERPRINT_KEY, {})
+    return executed.get("fingerprint") == fingerprint(notebook, mode, params)
+
+
 def execute_one(notebook: Path, mode: str, params: dict, book_dir: Path) -> Path:
     """Run one notebook with papermill into `book_dir/<name>.ipynb`; raise NotebookFailure."""
     import papermill
@@ -86,12 +119,20 @@ def execute_one(notebook: Path, mode: str, params: dict, book_dir: Path) -> Path
         if partial.exists():
             os.replace(partial, target)  # keep the failed notebook so its traceback can be read
         raise _failure_from(notebook, target, err) from err
+    executed = nbformat.read(partial, as_version=4)
+    executed.metadata[FINGERPRINT_KEY] = {"fingerprint": fingerprint(notebook, mode, params)}
+    nbformat.write(executed, partial)
     os.replace(partial, target)
     return target
 
 
-def execute(names=None, mode: str = "full", params: dict | None = None, book_dir: Path | None = None) -> list[NotebookFailure]:
-    """Execute notebooks in order; return the failures (empty when all succeeded)."""
+def execute(names=None, mode: str = "full", params: dict | None = None, book_dir: Path | None = None,
+            force: bool = False) -> list[NotebookFailure]:
+    """Execute notebooks in order; return the failures (empty when all succeeded).
+
+    A notebook whose executed copy is up to date (same source, parameters and helpers code) is skipped
+    unless `force`; expensive results inside a notebook are reused through the result store anyway.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}; got {mode!r}")
     book_dir = Path(book_dir or paths.BOOK_DIR)
@@ -99,6 +140,9 @@ def execute(names=None, mode: str = "full", params: dict | None = None, book_dir
     notebooks = source_notebooks(names)
     failures = []
     for i, notebook in enumerate(notebooks, 1):
+        if not force and is_up_to_date(notebook, mode, dict(params or {}), book_dir):
+            print(f"[{i}/{len(notebooks)}] {notebook.stem} is up to date (use --force to re-run)", flush=True)
+            continue
         print(f"[{i}/{len(notebooks)}] {notebook.stem} (mode={mode}) ...", flush=True)
         start = time.perf_counter()
         try:
