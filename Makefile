@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup book test lab bench clean
+.PHONY: setup book test lab bench budget clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,9 @@ lab: setup
 
 bench: setup
 	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done
+
+budget: setup
+	$(BIN)/python benchmarks/build_budget.py --mode $(MODE)
 
 clean:
 	rm -rf _build book/*.ipynb book/_metrics .pytest_cache
