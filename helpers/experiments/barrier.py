@@ -1,0 +1,100 @@
+"""Chapter 2 (the low-rank barrier): Monte Carlo hardmax ranks under four models of the rows' choices.
+
+Point functions are top-level and return lists of plain-number dicts, so `run_sweep` can cache them.
+
+Models (`model`):
+  uniform      each of n rows picks one of n columns uniformly (balls in bins; d_head is ignored, use 0)
+  orthonormal  hardmax of X W_q W_k^T X^T with orthonormal rows X and Gaussian W_q, W_k
+  gaussian     the same with Gaussian inputs X (d_model = max(n, d_head))
+  sphere_keys  Gaussian queries, keys Gaussian then projected onto the unit sphere (no norm bias)
+"""
+
+import numpy as np
+import torch
+
+from .. import attention, geometry, rank, seeding
+
+MODELS = ("uniform", "orthonormal", "gaussian", "sphere_keys")
+
+
+def trials_for(n: int, trials: int) -> int:
+    """Random matrices per point: `trials` for n >= 256, proportionally more for smaller n (same rows in total)."""
+    return int(trials) * max(1, 256 // int(n))
+
+
+def _chunks(total: int, per_chunk: int):
+    done = 0
+    while done < total:
+        size = min(per_chunk, total - done)
+        yield size
+        done += size
+
+
+def hardmax_ranks(model: str, n: int, d_head: int, count: int, generator: torch.Generator) -> np.ndarray:
+    """Hardmax ranks of `count` random matrices `(count,)` under one of the MODELS."""
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}; got {model!r}")
+    out = []
+    if model == "uniform":
+        choices = torch.randint(0, n, (count, n), generator=generator)  # (count, n rows)
+        occupied = torch.zeros(count, n, dtype=torch.bool).scatter_(1, choices, True)
+        return occupied.sum(1).numpy().astype(float)
+    d_model = max(n, d_head)
+    per_chunk = max(1, 2**22 // (n * d_model))
+    for size in _chunks(count, per_chunk):
+        if model in ("orthonormal", "gaussian"):
+            logits = attention.random_logits(n, d_head, d_model=d_model, inputs=model, weight_std=1.0,
+                                              batch=size, generator=generator)  # (size, n, n)
+        else:
+            q = torch.randn(size, n, d_head, generator=generator, dtype=torch.float64)
+            k = torch.randn(size, n, d_head, generator=generator, dtype=torch.float64)
+            k = k / k.norm(dim=-1, keepdim=True)
+            logits = q @ k.transpose(-1, -2)  # (size, n, n)
+        out.append(rank.hardmax_rank(logits).numpy().astype(float))
+    return np.concatenate(out)
+
+
+def barrier_point(model: str, n: int, d_head: int, trials: int, seed: int) -> list[dict]:
+    """One row per random matrix: its hardmax rank (number of distinct argmax columns)."""
+    gen = seeding.torch_generator(seeding.derive_seed(seed, "barrier", model, n, d_head))
+    ranks = hardmax_ranks(model, n, d_head, trials_for(n, trials), gen)
+    return [{"trial": i, "rank": float(r)} for i, r in enumerate(ranks)]
+
+
+def win_by_norm_point(n: int, d_head: int, queries_per_key: int, draws: int, seed: int) -> list[dict]:
+    """For Gaussian keys, how often each key wins an argmax against i.i.d. Gaussian queries.
+
+    One row per key: its relative norm |k| / mean |k| and its win frequency times n (1 = fair share).
+    """
+    rng = seeding.numpy_generator(seeding.derive_seed(seed, "win_by_norm", n, d_head))
+    rows = []
+    for draw in range(draws):
+        keys = rng.standard_normal((n, d_head))
+        queries = rng.standard_normal((queries_per_key * n, d_head))
+        wins = geometry.argmax_win_counts(queries, keys)
+        norms = np.linalg.norm(keys, axis=1)
+        for j in range(n):
+            rows.append({"draw": draw, "key": j, "rel_norm": float(norms[j] / norms.mean()),
+                         "win_share": float(wins[j] * n / queries.shape[0])})
+    return rows
+
+
+def summarise(df, bound_of_n) -> "pd.DataFrame":
+    """Per (model, n, d_head): mean rank / n with a 95% normal CI, variance with its standard error, ratio to bound."""
+    import pandas as pd
+
+    rows = []
+    for (model, n, d_head), part in df.groupby(["model", "n", "d_head"]):
+        r = part["rank"].to_numpy()
+        t = r.size
+        mean, var = r.mean(), r.var(ddof=1)
+        se = np.sqrt(var / t)
+        m4 = np.mean((r - mean) ** 4)
+        var_se = np.sqrt(max(m4 - var**2 * (t - 3) / (t - 1), 0.0) / t)
+        bound = bound_of_n(n)
+        rows.append({"model": model, "n": int(n), "d_head": int(d_head), "trials": int(t),
+                     "mean_rank": mean, "ci_low": mean - 1.96 * se, "ci_high": mean + 1.96 * se,
+                     "rank_over_n": mean / n, "ci_low_over_n": (mean - 1.96 * se) / n,
+                     "ci_high_over_n": (mean + 1.96 * se) / n, "bound": bound, "bound_over_n": bound / n,
+                     "ratio_to_bound": mean / bound, "variance": var, "variance_se": var_se})
+    return pd.DataFrame(rows)

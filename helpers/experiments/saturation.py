@@ -1,0 +1,172 @@
+"""Chapter 3 (where the rank saturates): rank against d_h, hull vertices, knees and their fits.
+
+Random heads here use i.i.d. standard Gaussian queries and keys, q, k ~ N(0, I_{d_h}). For hardmax this
+is exactly the orthonormal-input model of chapter 2 (X W with orthonormal rows X and Gaussian W has
+i.i.d. Gaussian entries); for softmax it is the scale of LayerNorm-ed tokens with 1/sqrt(d_model)
+weights, and the temperature is T = sqrt(d_h), so the logits have unit variance for every d_h.
+"""
+
+import math
+
+import numpy as np
+import torch
+
+from .. import geometry, rank, seeding
+from .barrier import trials_for
+
+KEY_KINDS = ("gaussian", "sphere")
+FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
+
+
+def _keys_queries(n, d_head, count, keys, gen):
+    q = torch.randn(count, n, d_head, generator=gen, dtype=torch.float64)
+    k = torch.randn(count, n, d_head, generator=gen, dtype=torch.float64)
+    if keys == "sphere":
+        k = k / k.norm(dim=-1, keepdim=True)
+    return q, k
+
+
+def hardmax_point(n: int, d_head: int, keys: str, trials: int, seed: int) -> list[dict]:
+    """Hardmax rank of random heads (Gaussian queries; Gaussian or unit-sphere keys), one row per matrix."""
+    if keys not in KEY_KINDS:
+        raise ValueError(f"keys must be one of {KEY_KINDS}; got {keys!r}")
+    gen = seeding.torch_generator(seeding.derive_seed(seed, "sat_hardmax", n, d_head, keys))
+    count = trials_for(n, trials)
+    per_chunk = max(1, 2**22 // (n * max(n, d_head)))
+    ranks = []
+    done = 0
+    while done < count:
+        size = min(per_chunk, count - done)
+        q, k = _keys_queries(n, d_head, size, keys, gen)
+        ranks.extend(rank.hardmax_rank(q @ k.transpose(-1, -2)).tolist())  # (size,)
+        done += size
+    return [{"trial": i, "rank": float(r)} for i, r in enumerate(ranks)]
+
+
+def softmax_point(n: int, d_head: int, trials: int, rtol: float, seed: int) -> list[dict]:
+    """Softmax at T = sqrt(d_h) with Gaussian q, k: numerical rank (rtol), effective and hardmax rank per matrix."""
+    gen = seeding.torch_generator(seeding.derive_seed(seed, "sat_softmax", n, d_head))
+    count = trials_for(n, trials)
+    q, k = _keys_queries(n, d_head, count, "gaussian", gen)
+    logits = q @ k.transpose(-1, -2) / math.sqrt(d_head)  # (count, n, n), unit-variance logits
+    probs = torch.softmax(logits, dim=-1)
+    ranks = rank.all_ranks(probs, rtol=rtol)
+    return [{"trial": i, "numerical": float(ranks["numerical"][i]), "effective": float(ranks["effective"][i]),
+             "hardmax": float(ranks["hardmax"][i])} for i in range(count)]
+
+
+def hull_point(n: int, d: int, trials: int, seed: int) -> list[dict]:
+    """Hull vertices of n standard Gaussian points in R^d (exact LP test), and their norm spread."""
+    rng = seeding.numpy_generator(seeding.derive_seed(seed, "sat_hull", n, d))
+    rows = []
+    for i in range(trials):
+        points = rng.standard_normal((n, d))
+        mask, stats = geometry.hull_vertex_mask(points, rng=rng, return_stats=True)
+        rows.append({"trial": i, "vertices": int(mask.sum()), "fraction": float(mask.mean()),
+                     "lp_calls": stats["lp_small"] + stats["lp_full"], **geometry.key_norm_stats(points)})
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# Knees and fits
+# ------------------------------------------------------------------------------------------------
+
+
+def knee(d_values, ratios, level: float) -> float:
+    """Smallest d_h at which `ratios` (rank / plateau, in d order) reaches `level`.
+
+    Linear interpolation in log d between the last grid point below the level and the first one at or
+    above it; NaN when the curve never reaches the level on the grid (the knee is beyond the grid).
+    """
+    d = np.asarray(d_values, dtype=float)
+    r = np.asarray(ratios, dtype=float)
+    order = np.argsort(d)
+    d, r = d[order], r[order]
+    above = np.where(r >= level)[0]
+    if above.size == 0:
+        return float("nan")
+    i = int(above[0])
+    if i == 0:
+        return float(d[0])
+    x0, x1 = math.log(d[i - 1]), math.log(d[i])
+    y0, y1 = r[i - 1], r[i]
+    frac = (level - y0) / (y1 - y0) if y1 != y0 else 1.0
+    return float(math.exp(x0 + frac * (x1 - x0)))
+
+
+def knees_from_trials(df, value: str, plateau_of_n, levels: dict, bootstrap: int = 0, seed: int = 0):
+    """Knees per n for each named level, from per-trial rows (columns n, d_head, trial, value).
+
+    `plateau_of_n(n, means)` gives the plateau (a number) from n and the mean curve (a Series over d_head).
+    With `bootstrap > 0`, trials are resampled within each (n, d_head) point to give a 95% interval.
+    """
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n, part in df.groupby("n"):
+        groups = {d: g[value].to_numpy() for d, g in part.groupby("d_head")}
+        ds = np.array(sorted(groups))
+        means = pd.Series({d: groups[d].mean() for d in ds})
+        plateau = plateau_of_n(n, means)
+        for name, level in levels.items():
+            point = knee(ds, means.to_numpy() / plateau, level)
+            low = high = float("nan")
+            if bootstrap:
+                samples = []
+                for _ in range(bootstrap):
+                    boot = pd.Series({d: rng.choice(groups[d], groups[d].size).mean() for d in ds})
+                    samples.append(knee(ds, boot.to_numpy() / plateau_of_n(n, boot), level))
+                samples = np.array(samples)
+                if np.isfinite(samples).mean() >= 0.975:
+                    low, high = np.nanpercentile(samples, [2.5, 97.5])
+            rows.append({"n": int(n), "definition": name, "level": level, "plateau": float(plateau),
+                         "knee": point, "knee_low": float(low), "knee_high": float(high)})
+    return pd.DataFrame(rows)
+
+
+def fit_knee_scaling(n_values, knees) -> list[dict]:
+    """Least-squares fits of knee(n) against a + b log n, a + b (log n)^2 and c n^alpha.
+
+    Goodness of fit: R^2 on the knee itself, and the RMS of log(knee / fit) (a relative error). The
+    power law is fitted in log-log coordinates. Points with a NaN knee (beyond the grid) are left out.
+    """
+    n = np.asarray(n_values, dtype=float)
+    y = np.asarray(knees, dtype=float)
+    ok = np.isfinite(y) & (y > 0)
+    n, y = n[ok], y[ok]
+    results = []
+    if n.size < 3:
+        return [{"form": f, "points": int(n.size), "a": None, "b": None, "r2": None, "rms_log": None}
+                for f in FIT_FORMS]
+    ln = np.log(n)
+    for form in FIT_FORMS:
+        if form == "c n^alpha":
+            slope, intercept = np.polyfit(ln, np.log(y), 1)
+            pred = np.exp(intercept) * n**slope
+            a, b = float(np.exp(intercept)), float(slope)
+        else:
+            x = ln if form == "a + b log n" else ln**2
+            b, a = np.polyfit(x, y, 1)
+            pred = a + b * x
+            a, b = float(a), float(b)
+        resid = y - pred
+        r2 = 1.0 - np.sum(resid**2) / np.sum((y - y.mean()) ** 2)
+        rms_log = float(np.sqrt(np.mean(np.log(np.maximum(y, 1e-12) / np.maximum(pred, 1e-12)) ** 2))) \
+            if np.all(pred > 0) else float("inf")
+        results.append({"form": form, "points": int(n.size), "a": a, "b": b, "r2": float(r2), "rms_log": rms_log})
+    return results
+
+
+def log_slope_trend(n_values, knees) -> float:
+    """Ratio of the last to the first local slope d knee / d log n (1 for exact a + b log n; > 1 is faster growth)."""
+    n = np.asarray(n_values, dtype=float)
+    y = np.asarray(knees, dtype=float)
+    ok = np.isfinite(y)
+    n, y = n[ok], y[ok]
+    if n.size < 4:
+        return float("nan")
+    half = n.size // 2
+    first = np.polyfit(np.log(n[: half + 1]), y[: half + 1], 1)[0]
+    last = np.polyfit(np.log(n[half:]), y[half:], 1)[0]
+    return float(last / first) if first > 0 else float("nan")
