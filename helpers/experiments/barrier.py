@@ -4,7 +4,10 @@ Point functions are top-level and return lists of plain-number dicts, so `run_sw
 
 Models (`model`):
   uniform      each of n rows picks one of n columns uniformly (balls in bins; d_head is ignored, use 0)
-  orthonormal  hardmax of X W_q W_k^T X^T with orthonormal rows X and Gaussian W_q, W_k
+  orthonormal  hardmax of X W_q W_k^T X^T with orthonormal rows X and Gaussian W_q, W_k. Since X W has
+               i.i.d. Gaussian entries when X has orthonormal rows, this is sampled exactly (and fast) as
+               i.i.d. Gaussian queries and keys; `equivalence_point` checks it against the explicit
+               construction of `helpers.attention`.
   gaussian     the same with Gaussian inputs X (d_model = max(n, d_head))
   sphere_keys  Gaussian queries, keys Gaussian then projected onto the unit sphere (no norm bias)
 """
@@ -42,13 +45,14 @@ def hardmax_ranks(model: str, n: int, d_head: int, count: int, generator: torch.
     d_model = max(n, d_head)
     per_chunk = max(1, 2**22 // (n * d_model))
     for size in _chunks(count, per_chunk):
-        if model in ("orthonormal", "gaussian"):
-            logits = attention.random_logits(n, d_head, d_model=d_model, inputs=model, weight_std=1.0,
+        if model == "gaussian":
+            logits = attention.random_logits(n, d_head, d_model=d_model, inputs="gaussian", weight_std=1.0,
                                               batch=size, generator=generator)  # (size, n, n)
         else:
-            q = torch.randn(size, n, d_head, generator=generator, dtype=torch.float64)
+            q = torch.randn(size, n, d_head, generator=generator, dtype=torch.float64)  # (size, n, d_head)
             k = torch.randn(size, n, d_head, generator=generator, dtype=torch.float64)
-            k = k / k.norm(dim=-1, keepdim=True)
+            if model == "sphere_keys":
+                k = k / k.norm(dim=-1, keepdim=True)
             logits = q @ k.transpose(-1, -2)  # (size, n, n)
         out.append(rank.hardmax_rank(logits).numpy().astype(float))
     return np.concatenate(out)
@@ -59,6 +63,17 @@ def barrier_point(model: str, n: int, d_head: int, trials: int, seed: int) -> li
     gen = seeding.torch_generator(seeding.derive_seed(seed, "barrier", model, n, d_head))
     ranks = hardmax_ranks(model, n, d_head, trials_for(n, trials), gen)
     return [{"trial": i, "rank": float(r)} for i, r in enumerate(ranks)]
+
+
+def equivalence_point(n: int, d_head: int, trials: int, seed: int) -> list[dict]:
+    """Hardmax ranks from the explicit construction (orthonormal X, Gaussian W) and from i.i.d. Gaussian q, k."""
+    gen = seeding.torch_generator(seeding.derive_seed(seed, "equivalence", n, d_head))
+    count = trials_for(n, trials)
+    explicit = rank.hardmax_rank(attention.random_logits(n, d_head, inputs="orthonormal", weight_std=1.0,
+                                                         batch=count, generator=gen)).numpy()
+    direct = hardmax_ranks("orthonormal", n, d_head, count, gen)
+    return [{"construction": "explicit X W", "rank": float(r)} for r in explicit] + \
+           [{"construction": "i.i.d. Gaussian q, k", "rank": float(r)} for r in direct]
 
 
 def win_by_norm_point(n: int, d_head: int, queries_per_key: int, draws: int, seed: int) -> list[dict]:
