@@ -221,3 +221,20 @@ def saturation_d_head(d_heads, ranks, fraction: float = SATURATION_FRACTION) -> 
     lo, hi = first - 1, first
     t = (target - r[lo]) / (r[hi] - r[lo])
     return float(np.exp(np.log(d[lo]) + t * (np.log(d[hi]) - np.log(d[lo]))))
+
+
+def select(frame: pd.DataFrame, **where) -> pd.DataFrame:
+    """Rows of `frame` whose columns equal the given values, e.g. `select(df, attention="hardmax", n=64)`."""
+    mask = np.ones(len(frame), dtype=bool)
+    for column, value in where.items():
+        mask &= frame[column].to_numpy() == value
+    return frame[mask]
+
+
+def verdict(value: float, se: float, bound: float, z: float = 2.0) -> str:
+    """"below", "above" or "at" the bound, with a margin of `z` standard errors."""
+    if value + z * se < bound:
+        return "below"
+    if value - z * se > bound:
+        return "above"
+    return "at"
