@@ -118,23 +118,26 @@ def chi_relative_std(d: int) -> float:
     return math.sqrt(max(d - mean * mean, 0.0)) / mean
 
 
+def _own_direction_win_probability(n: int, d: float) -> float:
+    """E[Phi(R)^(n-1)] for R ~ chi_d (d may be real), by the trapezoid rule on a fine grid."""
+    from scipy.special import gammaln, log_ndtr
+
+    if n == 1:
+        return 1.0
+    mean = math.sqrt(max(d - 0.5, 0.25))
+    r = np.linspace(max(mean - 14.0, 1e-9), mean + 14.0, 6001)
+    log_pdf = (d - 1) * np.log(r) - r * r / 2 - (d / 2 - 1) * math.log(2) - gammaln(d / 2)
+    values = np.exp((n - 1) * log_ndtr(r) + log_pdf)
+    return float(min(max(np.trapezoid(values, r) if hasattr(np, "trapezoid") else np.trapz(values, r), 0.0), 1.0))
+
+
 def vertex_probability_lower_bound(n: int, d: int) -> float:
     """P(one of n standard Gaussian points in R^d is a hull vertex) >= E[Phi(R)^(n-1)], R ~ chi_d.
 
     The bound is the probability that the point wins the argmax in its own direction: the other points'
     projections on that direction are i.i.d. N(0, 1), its own projection is its norm R.
     """
-    from scipy import integrate
-    from scipy.stats import chi, norm
-
-    n, d = _check_n(n), _check_n(d)
-    if n == 1:
-        return 1.0
-    dist = chi(d)
-    integrand = lambda r: math.exp((n - 1) * norm.logcdf(r)) * dist.pdf(r)
-    lo, hi = dist.ppf(1e-12), dist.ppf(1 - 1e-12)
-    value, _ = integrate.quad(integrand, lo, hi, limit=200)
-    return float(min(max(value, 0.0), 1.0))
+    return _own_direction_win_probability(_check_n(n), _check_n(d))
 
 
 def norm_bias_fraction(n: int, d: int) -> float:
@@ -161,7 +164,7 @@ def _solve_increasing(f, target: float, lo: float = 1.0, hi: float = 2.0**24) ->
         return lo
     if f(hi) < target:
         return math.inf
-    for _ in range(80):
+    for _ in range(48):
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
     return hi
@@ -169,18 +172,8 @@ def _solve_increasing(f, target: float, lo: float = 1.0, hi: float = 2.0**24) ->
 
 def hull_critical_dh(n: int, eps: float) -> float:
     """Smallest (real) d at which the vertex-probability lower bound reaches 1 - eps (chi_d treated as continuous)."""
-    from scipy import integrate
-    from scipy.stats import chi, norm
-
     n = _check_n(n)
-
-    def bound(d):
-        dist = chi(d)
-        integrand = lambda r: math.exp((n - 1) * norm.logcdf(r)) * dist.pdf(r)
-        value, _ = integrate.quad(integrand, dist.ppf(1e-12), dist.ppf(1 - 1e-12), limit=200)
-        return value
-
-    return _solve_increasing(bound, 1.0 - eps)
+    return _solve_increasing(lambda d: _own_direction_win_probability(n, d), 1.0 - eps)
 
 
 def norm_critical_dh(n: int, eps: float) -> float:
