@@ -36,9 +36,9 @@ RANK_MEASURES = ("hardmax", "numerical", "effective")
 RANK_RTOL = rank.DEFAULT_RTOL  # numerical rank: sigma_i > 1e-3 sigma_1 (the book's headline tolerance)
 RANK_EXAMPLES = 8  # test sequences whose attention ranks are averaged per head
 RANK_CHECKS = 4  # rank and test metrics at 0, steps/4, ..., steps
-TOKENS_PER_STEP = 2048
+TOKENS_PER_STEP = 1024
 MIN_BATCH = 8
-N_TRAIN, N_TEST = 2048, 256
+N_TRAIN, N_TEST = 2048, 128
 SATURATION_FRACTION = 0.95
 LEARNED_MARGIN = 0.05  # accuracy above the position-only baseline needed to call a task "learned"
 
