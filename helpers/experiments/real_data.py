@@ -261,6 +261,7 @@ def curves(df: pd.DataFrame, layer: int = 0, stage: str = "trained") -> pd.DataF
     part = df[(df.stage == stage) & (df.layer == layer)]
     values = list(MEASURES) + [f"{m}_over_n" for m in MEASURES] + ["test_loss", "test_accuracy",
                                                                     "bits_per_token", "params"]
+    values += [v for v in ("chance_loss",) if v in part.columns]
     grouped = part.groupby(["domain", "n", "d_head"])[values]
     out = grouped.mean().join(grouped.std(ddof=1).add_suffix("_sd")).join(grouped.size().rename("seeds"))
     return out.reset_index()
@@ -285,6 +286,9 @@ def summary(df: pd.DataFrame, fraction: float = SATURATION_FRACTION) -> list[dic
         row["loss_gain"] = float(loss[0] - loss[-1])
         row["loss_gain_sd"] = float(part.test_loss_sd.iloc[[0, -1]].pow(2).sum() ** 0.5)
         row["accuracy_at_max"] = float(part.test_accuracy.iloc[-1])
+        row["seeds"] = int(part.seeds.min())
+        if "chance_loss" in part.columns:
+            row["chance_loss"] = float(part.chance_loss.iloc[0])
         row["bits_at_max"] = float(part.bits_per_token.iloc[-1])
         rows.append(row)
     return rows
