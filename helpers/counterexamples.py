@@ -113,7 +113,8 @@ def previous_token_logits(n: int, d_head: int, gain: float = 1.0, base: float = 
 
     L_ij = gain * <p_{i-1}, p_j> = gain * f(i - 1 - j), a Toeplitz matrix. Since f(0) = d/2 > f(m) for every
     integer m != 0 (the k = 0 frequency is 1 radian, so cos(m) < 1), row i >= 1 picks column i - 1. Row 0 picks
-    argmax_{j >= 0} f(1 + j), which is column 0 whenever f(1) > f(m) for 2 <= m <= n (`previous_token_condition`).
+    argmax_{j >= 0} f(1 + j), which is column 0 whenever f(1) > f(m) for 2 <= m <= n (`previous_token_condition`;
+    with base 10000 it holds for d_head >= 12 at every n <= 512 and fails for d_head <= 10 once n >= 8).
     Then column 0 is chosen twice and column n - 1 never, so the column counts are (2, 1, ..., 1, 0):
       hardmax rank = numerical rank (T -> 0) = n - 1,  stable rank = n / 2,
       effective rank = exp(H(p)), p = (sqrt 2, 1, ..., 1) / (sqrt 2 + n - 2).
