@@ -1,0 +1,66 @@
+"""Chapter 3's recorded numbers: hull counts, the d_h = 1 bound, rank curves and knee fits (quick mode)."""
+
+import math
+
+import pytest
+
+from helpers import theory
+
+
+@pytest.fixture(scope="module")
+def metrics(quick_book):
+    return quick_book.metrics("03_saturation")
+
+
+def test_d1_rank_at_most_two(metrics):
+    assert metrics["values"]["ch3_d1_max"] <= 2
+    assert all(v <= 2 for v in metrics["values"]["d1_max_rank_by_n"].values())
+
+
+def test_hull_fraction_grows_with_d_and_respects_the_lower_bound(metrics):
+    hull = metrics["values"]["hull"]
+    for n in {r["n"] for r in hull}:
+        rows = sorted((r["d"], r["fraction"], r["lower_bound"]) for r in hull if r["n"] == n)
+        fractions = [f for _, f, _ in rows]
+        assert fractions[0] == pytest.approx(2 / n) if rows[0][0] == 1 else True
+        assert fractions[-1] >= fractions[0]
+        for d, f, lb in rows:
+            assert f >= lb - 4 * math.sqrt(max(lb * (1 - lb), 1e-4) / n), (n, d, f, lb)
+
+
+def test_hardmax_curves_below_bound_and_match_norm_bias_model(metrics):
+    curves = metrics["values"]["rank_vs_dh"]
+    gauss = [c for c in curves if c["series"] == "hardmax, gaussian keys"]
+    assert gauss
+    for c in gauss:
+        assert c["ratio"] <= 1.06, c
+    big = [c for c in gauss if c["d_head"] >= 16]
+    mae = sum(abs(c["ratio"] - c["predicted"]) for c in big) / len(big)
+    assert mae < 0.05
+    sphere = [c for c in curves if c["series"] == "hardmax, sphere keys" and c["d_head"] >= 16]
+    assert min(c["ratio"] for c in sphere) > 0.93, "unit-sphere keys saturate early"
+
+
+def test_knees_grow_with_n_and_fits_are_recorded(metrics):
+    knees = [k for k in metrics["values"]["knees"] if k["series"] == "hardmax, gaussian keys"
+             and k["definition"] == "loose"]
+    series = sorted((k["n"], k["knee"]) for k in knees if k["knee"] is not None)
+    assert len(series) >= 3
+    assert series[-1][1] > series[0][1], "the loose knee grows with n"
+    for n, knee in series:
+        predicted = theory.norm_critical_dh(n, 1 - metrics["params"]["LOOSE"])
+        assert 0.33 < knee / predicted < 3.0, (n, knee, predicted)
+    fits = [f for f in metrics["values"]["knee_fits"] if f["series"] == "hardmax, gaussian keys"]
+    forms = {f["form"] for f in fits}
+    assert {"a + b log n", "a + b (log n)^2", "c n^alpha"} <= forms
+    for f in fits:
+        if f["form"] != "slope trend" and f["definition"] == "loose":
+            assert f["r2"] is not None and f["r2"] > 0.5
+    pow_fit = [f for f in fits if f["form"] == "c n^alpha" and f["definition"] == "loose"][0]
+    assert pow_fit["b"] > 0
+
+
+def test_verdict_and_mechanism_numbers_are_glued(metrics):
+    v = metrics["values"]
+    assert "log n" in v["ch3_verdict_loose"]
+    assert float(v["ch3_loose_vs_hull"]) > 1.5, "the knee is well above what the hull mechanism needs"
