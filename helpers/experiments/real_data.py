@@ -79,12 +79,12 @@ class TrainSpec:
     d_model: int = 32
     n_heads: int = 2
     n_layers: int = 2
-    steps: int = 150
+    steps: int = 120
     tokens_per_step: int = 1024
     min_batch: int = 16  # images: at least this many images per step (n = 196 gets 3,136 tokens)
     lr: float = 1e-2
-    test_tokens: int = 16384  # text: test windows of this many tokens in all (images: 1,000 or 360 images)
-    probe_tokens: int = 1024  # rank probes: this many tokens of test sequences (at least 2 sequences)
+    test_tokens: int = 8192  # text: test windows of this many tokens in all (images: 1,000 or 360 images)
+    probe_tokens: int = 512  # rank probes: this many tokens of test sequences (at least 2 sequences)
 
     @classmethod
     def for_mode(cls, mode: str, steps: int | None = None) -> "TrainSpec":
