@@ -8,7 +8,8 @@ Models (`model`):
                i.i.d. Gaussian entries when X has orthonormal rows, this is sampled exactly (and fast) as
                i.i.d. Gaussian queries and keys; `equivalence_point` checks it against the explicit
                construction of `helpers.attention`.
-  gaussian     the same with Gaussian inputs X (d_model = max(n, d_head))
+  gaussian     the same with Gaussian inputs X (d_model = max(n, d_head)), sampled through the Cholesky
+               factor of X X^T (`gaussian_input_logits`), which is exact and avoids drawing the weights
   sphere_keys  Gaussian queries, keys Gaussian then projected onto the unit sphere (no norm bias)
 """
 
@@ -33,6 +34,27 @@ def _chunks(total: int, per_chunk: int):
         done += size
 
 
+def gaussian_input_logits(n: int, d_head: int, d_model: int, count: int, generator: torch.Generator) -> torch.Tensor:
+    """Logits X W_q W_k^T X^T for Gaussian X `(n, d_model)` and standard Gaussian W, sampled exactly but cheaply.
+
+    With X = L U (L lower triangular, U with orthonormal rows; L is the Cholesky factor of X X^T), X W = L (U W)
+    and U W_q, U W_k are independent matrices of i.i.d. N(0, 1) entries. X X^T is Wishart, so L is drawn
+    directly by Bartlett's decomposition (chi variables on the diagonal, standard normals below it), and
+    neither X nor the (d_model, d_head) weights are ever formed. Needs d_model >= n.
+    """
+    if d_model < n:
+        raise ValueError(f"needs d_model >= n; got d_model={d_model}, n={n}")
+    rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
+    chol = torch.randn(count, n, n, generator=generator, dtype=torch.float64).tril(-1)  # (count, n, n)
+    dof = d_model - np.arange(n)  # Bartlett: L_ii^2 ~ chi^2 with d_model - i degrees of freedom
+    diag = torch.as_tensor(np.sqrt(rng.chisquare(dof, size=(count, n))), dtype=torch.float64)
+    chol = (chol + torch.diag_embed(diag)) / d_model**0.5
+    z_q = torch.randn(count, n, d_head, generator=generator, dtype=torch.float64)
+    z_k = torch.randn(count, n, d_head, generator=generator, dtype=torch.float64)
+    queries, keys = chol @ z_q, chol @ z_k  # (count, n, d_head)
+    return queries @ keys.transpose(-1, -2)
+
+
 def hardmax_ranks(model: str, n: int, d_head: int, count: int, generator: torch.Generator) -> np.ndarray:
     """Hardmax ranks of `count` random matrices `(count,)` under one of the MODELS."""
     if model not in MODELS:
@@ -43,11 +65,10 @@ def hardmax_ranks(model: str, n: int, d_head: int, count: int, generator: torch.
         occupied = torch.zeros(count, n, dtype=torch.bool).scatter_(1, choices, True)
         return occupied.sum(1).numpy().astype(float)
     d_model = max(n, d_head)
-    per_chunk = max(1, 2**22 // (n * d_model))
+    per_chunk = max(1, 2**22 // (n * max(n, d_head)))
     for size in _chunks(count, per_chunk):
         if model == "gaussian":
-            logits = attention.random_logits(n, d_head, d_model=d_model, inputs="gaussian", weight_std=1.0,
-                                              batch=size, generator=generator)  # (size, n, n)
+            logits = gaussian_input_logits(n, d_head, d_model, size, generator)  # (size, n, n)
         else:
             q = torch.randn(size, n, d_head, generator=generator, dtype=torch.float64)  # (size, n, d_head)
             k = torch.randn(size, n, d_head, generator=generator, dtype=torch.float64)

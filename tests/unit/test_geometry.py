@@ -81,3 +81,17 @@ def test_key_norm_stats_and_bad_input():
     assert stats["norm_mean"] == pytest.approx(2.0) and stats["norm_rel_std"] == pytest.approx(0.0)
     with pytest.raises(ValueError):
         geometry.hull_vertex_mask(np.array([[np.nan, 1.0]]))
+
+
+def test_cheap_gaussian_input_sampling_matches_the_explicit_construction():
+    from helpers import attention
+    from helpers.experiments import barrier
+
+    gen = torch.Generator().manual_seed(11)
+    n, d_head, d_model, count = 16, 4, 24, 600
+    cheap = rank.hardmax_rank(barrier.gaussian_input_logits(n, d_head, d_model, count, gen)).double()
+    explicit = rank.hardmax_rank(attention.random_logits(n, d_head, d_model=d_model, inputs="gaussian", weight_std=1.0,
+                                                         batch=count, generator=gen)).double()
+    se = float(torch.sqrt(cheap.var() / count + explicit.var() / count))
+    assert abs(float(cheap.mean() - explicit.mean())) < 4 * se
+    assert abs(float(cheap.std() - explicit.std())) < 0.25 * float(explicit.std())
