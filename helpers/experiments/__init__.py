@@ -19,6 +19,7 @@ from collections.abc import Callable
 import pandas as pd
 from tqdm import tqdm
 
+from .. import executors
 from ..cache import ResultStore, to_jsonable
 
 
@@ -55,6 +56,16 @@ def _check(name, point, configs, seeds):
     return configs, seeds
 
 
+class SweepError(RuntimeError):
+    """Some grid points failed; all the others were computed and stored."""
+
+    def __init__(self, name: str, failures: list[tuple[dict, int, BaseException]]):
+        self.failures = failures
+        lines = [f"  {config} seed={seed}: {type(err).__name__}: {err}" for config, seed, err in failures]
+        super().__init__(f"sweep {name!r}: {len(failures)} point(s) failed (the others are stored; "
+                         f"a re-run computes only the missing ones):\n" + "\n".join(lines))
+
+
 def run_sweep(
     name: str,
     point: Callable[..., dict | list[dict]],
@@ -63,25 +74,46 @@ def run_sweep(
     store: ResultStore | None = None,
     progress: bool = True,
     recompute: bool = False,
+    executor=None,
 ) -> pd.DataFrame:
     """Run `point(**config, seed=seed)` for every config and seed, through the result store.
 
     recompute=True ignores (and overwrites) stored points. Results go through JSON, so a point should
     return plain numbers, strings, lists or arrays; NaN comes back as None/NaN.
+
+    executor: None (in-process, or the scheduler in $HELPERS_DASK_SCHEDULER), "processes", "local" (a
+    Dask LocalCluster), a Dask scheduler address, or an object from `helpers.executors`. Only points
+    missing from the store are sent out; results are stored here, as they arrive. A point that fails
+    on a worker is reported in a SweepError after every other point has been stored.
     """
     configs, seeds = _check(name, point, configs, seeds)
     store = store or ResultStore()
+    runner = executors.resolve(executor)
     tasks = [(config, seed) for config in configs for seed in seeds]
-    rows, computed = [], 0
-    bar = tqdm(tasks, desc=name, file=sys.stderr, disable=not progress, mininterval=2.0, leave=False)
-    for config, seed in bar:
-        result = None if recompute else store.load(name, config, seed)
-        if result is None:
-            result = to_jsonable(_rows(point(**config, seed=seed)))  # as a re-run will load it
+    results = {}
+    if not recompute:
+        for i, (config, seed) in enumerate(tasks):
+            stored = store.load(name, config, seed)
+            if stored is not None:
+                results[i] = stored
+    missing = [i for i in range(len(tasks)) if i not in results]
+    failures = []
+    bar = tqdm(total=len(tasks), initial=len(results), desc=f"{name} [{runner.name}]", file=sys.stderr,
+               disable=not progress, mininterval=2.0, leave=False)
+    for j, result, error in runner.run(point, [tasks[i] for i in missing]):
+        config, seed = tasks[missing[j]]
+        if error is not None:
+            failures.append((config, seed, error))
+        else:
+            result = to_jsonable(_rows(result))  # as a re-run will load it
             store.save(name, config, seed, result)
-            computed += 1
-            bar.set_postfix(computed=computed, refresh=False)
-        rows.extend({**config, "seed": seed, **row} for row in result)
+            results[missing[j]] = result
+        bar.update(1)
+        bar.set_postfix(computed=len(missing) - len(failures), failed=len(failures), refresh=False)
+    bar.close()
+    if failures:
+        raise SweepError(name, failures)
+    rows = [{**config, "seed": seed, **row} for i, (config, seed) in enumerate(tasks) for row in results[i]]
     frame = pd.DataFrame(rows)
-    frame.attrs.update(computed=computed, loaded=len(tasks) - computed)
+    frame.attrs.update(computed=len(missing), loaded=len(tasks) - len(missing))
     return frame
