@@ -26,9 +26,30 @@ def as_tensor(matrix) -> torch.Tensor:
     return tensor
 
 
+_PARALLEL_MIN_BATCH = 64
+
+
 def singular_values(matrix) -> torch.Tensor:
-    """Singular values in float64, descending: `(..., n, m) -> (..., min(n, m))`."""
-    return torch.linalg.svdvals(as_tensor(matrix).to(torch.float64))
+    """Singular values in float64, descending: `(..., n, m) -> (..., min(n, m))`.
+
+    On the CPU, torch runs a batch of SVDs one after the other; a large batch is split across
+    `torch.get_num_threads()` worker threads instead (LAPACK releases the GIL), with the same values.
+    """
+    tensor = as_tensor(matrix).to(torch.float64)
+    workers = torch.get_num_threads()
+    if tensor.device.type != "cpu" or workers < 2 or tensor.ndim < 3 or tensor.shape[:-2].numel() < _PARALLEL_MIN_BATCH:
+        return torch.linalg.svdvals(tensor)
+    flat = tensor.reshape(-1, *tensor.shape[-2:])
+    chunks = flat.chunk(4 * workers)
+    with _svd_pool(workers) as pool:
+        parts = list(pool.map(torch.linalg.svdvals, chunks))
+    return torch.cat(parts).reshape(*tensor.shape[:-2], -1)
+
+
+def _svd_pool(workers: int):
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="svd")
 
 
 def numerical_rank(matrix, rtol: float | None = DEFAULT_RTOL, atol: float | None = None) -> torch.Tensor:
