@@ -2,10 +2,12 @@
 
 import argparse
 import ast
+import os
 import sys
 
 from . import book
 from .config import MODES
+from .executors import SCHEDULER_ENV
 
 
 def parse_value(text: str):
@@ -25,6 +27,8 @@ def main(argv=None) -> int:
     run.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="extra notebook parameter, e.g. -p SEED 3 (repeatable)")
     run.add_argument("--book-dir", default=None, help="where executed notebooks go (default: book/)")
+    run.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                     help='run sweeps on a Dask scheduler (tcp://host:8786), "local" (a LocalCluster) or "processes"')
     run.add_argument("--force", action="store_true", help="re-run notebooks whose executed copy is up to date")
     commands.add_parser("build", help="strict Jupyter Book build of the executed notebooks")
     args = parser.parse_args(argv)
@@ -32,6 +36,9 @@ def main(argv=None) -> int:
     if args.command == "build":
         return book.build()
     params = {name: parse_value(value) for name, value in args.param}
+    if args.scheduler:
+        os.environ[SCHEDULER_ENV] = args.scheduler  # the kernels inherit it; every sweep picks it up
+        params.setdefault("SCHEDULER", args.scheduler)
     try:
         failures = book.execute(args.notebooks, args.mode, params, args.book_dir, force=args.force)
     except ValueError as err:

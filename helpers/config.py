@@ -153,3 +153,13 @@ def number_list(low: float, high: float, low_open: bool = False, **length) -> Ch
 
 def choice_list(*options, **length) -> Checker:
     return list_of(choice(*options), f"one of {list(options)}", **length)
+
+
+def scheduler(name: str, value):
+    """Where sweeps run: None (in-process), "processes", "local" (a Dask LocalCluster) or "tcp://host:port"."""
+    allowed = 'None (in-process), "processes", "local" (a Dask LocalCluster) or a scheduler address like "tcp://host:8786"'
+    if value is None or value in ("processes", "local"):
+        return value
+    if isinstance(value, str) and "://" in value and value.rsplit(":", 1)[-1].isdigit():
+        return value
+    raise ParameterError(name, value, allowed)

@@ -99,8 +99,22 @@ class Dask:
             self._cluster = None
 
 
+_DEFAULT = None  # set by a notebook's SCHEDULER parameter through set_default
+
+
+def set_default(executor) -> None:
+    """Make `executor` the default of every later sweep in this process (None: back to in-process/env)."""
+    global _DEFAULT
+    _DEFAULT = None if executor is None else resolve(executor)
+
+
 def resolve(executor=None):
-    """An executor object from None, a name ("inprocess", "processes", "local") or a scheduler address."""
+    """An executor object from None, a name ("inprocess", "processes", "local") or a scheduler address.
+
+    None means: the default set by `set_default`, else $HELPERS_DASK_SCHEDULER, else in-process.
+    """
+    if executor is None and _DEFAULT is not None:
+        return _DEFAULT
     if executor is None:
         executor = os.environ.get(SCHEDULER_ENV) or "inprocess"
     if not isinstance(executor, str):
