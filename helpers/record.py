@@ -17,14 +17,7 @@ from . import paths
 from .cache import to_jsonable, write_json_atomic
 
 
-class Formatted:
-    """A value whose text form is already formatted, so `{glue:text}` shows it without quotes."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
+Formatted = str  # text to glue as it is (rec.glue(name, Formatted("a; b")))
 
 
 def environment() -> dict:
@@ -69,7 +62,7 @@ class Recorder:
             from myst_nb import glue
         except ImportError:  # outside a notebook build the number is still recorded
             return value
-        glue(name, Formatted(text), display=False)
+        glue(name, text, display=False)  # myst-nb literal-evals the repr, so the quotes go and "0.40" stays "0.40"
         return value
 
     def save(self) -> Path:
