@@ -207,3 +207,16 @@ def notebook_parameters(notebook: Path) -> list[Parameter]:
             comment = line.split("#", 1)[1].strip() if "#" in line else ""
             found.append(Parameter(node.targets[0].id, ast.literal_eval(node.value), comment))
     return found
+
+
+def toc_entries(root: Path | None = None) -> list[str]:
+    """Every page of `_toc.yml` in reading order, as paths without suffix (e.g. "book/intro")."""
+    import yaml
+
+    toc = yaml.safe_load((Path(root or paths.ROOT) / "_toc.yml").read_text())
+    entries = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            entries.append(chapter["file"])
+            entries.extend(section["file"] for section in chapter.get("sections", []))
+    return entries

@@ -3,23 +3,12 @@
 import re
 
 import pytest
-import yaml
 
-from helpers import paths
-
-
-def toc_files() -> list[str]:
-    toc = yaml.safe_load((paths.ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for part in toc.get("parts", []):
-        for chapter in part.get("chapters", []):
-            files.append(chapter["file"])
-            files.extend(section["file"] for section in chapter.get("sections", []))
-    return files
+from helpers.book import toc_entries
 
 
 @pytest.mark.book
-@pytest.mark.parametrize("entry", toc_files())
+@pytest.mark.parametrize("entry", toc_entries())
 def test_page_built_without_raw_tex(built_book, entry):
     page = built_book / f"{entry}.html"
     assert page.exists(), f"no HTML for toc entry {entry}"
