@@ -15,7 +15,14 @@ from helpers.config import ParameterError
 FREE_TEXT: set = set()  # parameters whose every text value is legal (none so far)
 
 # Values that are legal alone but inconsistent with another parameter: {notebook: [(overrides, named parameter)]}.
-CROSS_CASES = {}
+CROSS_CASES = {
+    "03_saturation": [({"LOOSE": 0.95, "TIGHT": 0.9}, "TIGHT")],
+    "04_random_attention": [({"D_MODEL": 16, "D_HEADS": [1, 2, 64]}, "D_MODEL"),
+                            ({"D_MODEL": 64, "N_VALUES": [128], "INPUTS": ["orthonormal"], "D_HEADS": [1, 2]}, "D_MODEL")],
+    "05_trained_synthetic": [({"TASKS": ["copy"], "D_HEADS": [2, 3]}, "D_HEADS"),
+                             ({"TASKS": ["copy"], "ABLATION_D_HEAD": 3}, "ABLATION_D_HEAD")],
+    "08_where_it_breaks": [({"N": 64, "D_HEAD": 4}, "D_HEAD")],
+}
 
 
 def bad_values(default) -> list:
