@@ -3,8 +3,9 @@
     .venv/bin/python benchmarks/bench_dask.py      (also run by `make bench`)
 
 Both runs compute the same 8 grid points of the chapter-4 sweep (random heads: SVDs of batches of
-attention matrices) into empty result stores. The in-process run uses torch's default thread count
-(printed); each Dask worker uses one torch thread. Cluster start-up is excluded and printed separately.
+attention matrices) into empty result stores. The in-process run is timed with torch's default thread count
+(the target's baseline) and with one thread; each Dask worker uses one torch thread. Cluster start-up is
+excluded and printed separately.
 """
 
 import tempfile
@@ -18,7 +19,7 @@ from helpers.cache import ResultStore
 from helpers.experiments import grid, run_sweep
 from helpers.experiments.random_init import rank_point
 
-CONFIGS = grid(n=[128], d_head=[1, 2, 4, 8, 16, 32, 64, 128], d_model=[128], inputs=["gaussian"], trials=[32])
+CONFIGS = grid(n=[256], d_head=[1, 2, 4, 8, 16, 32, 64, 128], d_model=[256], inputs=["gaussian"], trials=[48])
 TARGET = 1.6
 
 
@@ -34,8 +35,13 @@ def main() -> None:
     import torch
 
     header(f"sweep of {len(CONFIGS)} points: in-process vs Dask LocalCluster (2 workers x 1 thread)")
+    default_threads = torch.get_num_threads()
     in_process = timed_sweep(None)
-    print(f"in-process ({torch.get_num_threads()} torch threads): {in_process:.1f} s")
+    print(f"in-process ({default_threads} torch threads, torch's default): {in_process:.1f} s")
+    torch.set_num_threads(1)
+    in_process_one = timed_sweep(None)
+    torch.set_num_threads(default_threads)
+    print(f"in-process (1 torch thread): {in_process_one:.1f} s")
     start = time.perf_counter()
     dask = executors.Dask(workers=2)
     dask.client().close()
@@ -44,7 +50,8 @@ def main() -> None:
     distributed = timed_sweep(dask)
     dask.close()
     print(f"Dask LocalCluster, 2 workers x 1 torch thread: {distributed:.1f} s")
-    print(verdict("speed-up of Dask over in-process", in_process / distributed, TARGET))
+    print(f"speed-up of Dask over in-process with 1 torch thread: {in_process_one / distributed:.2f}x")
+    print(verdict(f"speed-up of Dask over in-process with {default_threads} torch threads", in_process / distributed, TARGET))
 
 
 if __name__ == "__main__":
