@@ -135,7 +135,10 @@ def execute(names=None, mode: str = "full", params: dict | None = None, book_dir
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}; got {mode!r}")
-    book_dir = Path(book_dir or paths.BOOK_DIR)
+    book_dir = Path(book_dir or paths.BOOK_DIR).resolve()
+    for key in ("BOOK_METRICS_DIR", "HELPERS_CACHE_DIR"):  # kernels run in nbs/: relative paths would move
+        if os.environ.get(key):
+            os.environ[key] = str(Path(os.environ[key]).resolve())
     os.environ.setdefault("BOOK_METRICS_DIR", str(book_dir / "_metrics"))
     notebooks = source_notebooks(names)
     failures = []
