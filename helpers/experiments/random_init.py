@@ -98,12 +98,10 @@ def hardmax_spectrum_ranks(logits: torch.Tensor) -> dict[str, torch.Tensor]:
     counts.scatter_add_(-1, winners, torch.ones_like(winners, dtype=torch.float64))  # (batch, n): m_j
     sigma = counts.sqrt()  # singular values sqrt(m_j), zeros included
     top = sigma.max(-1, keepdim=True).values
-    p = sigma / sigma.sum(-1, keepdim=True)
-    entropy = -(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1)
     out = {"hardmax": (counts > 0).sum(-1).to(torch.float64)}
     for rtol in RTOLS:
         out[numerical_name(rtol)] = (sigma > rtol * top).sum(-1).to(torch.float64)
-    out["effective"] = torch.exp(entropy)
+    out["effective"] = rank.effective_rank_from_sigma(sigma)  # the order of sigma does not matter here
     out["stable"] = (counts.sum(-1) / top.squeeze(-1) ** 2)
     return out
 
@@ -112,12 +110,10 @@ def softmax_spectrum_ranks(probs: torch.Tensor, scaled_logits: torch.Tensor, har
     """Every measure of softmax matrices `(batch, n, n)`, sharing one float64 SVD."""
     sigma = rank.singular_values(probs)  # (batch, n)
     top = sigma[..., :1]
-    p = sigma / sigma.sum(-1, keepdim=True)
-    entropy = -(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))).sum(-1)
     out = {"hardmax": hardmax}
     for rtol in RTOLS:
         out[numerical_name(rtol)] = (sigma > rtol * top).sum(-1).to(torch.float64)
-    out["effective"] = torch.exp(entropy)
+    out["effective"] = rank.effective_rank_from_sigma(sigma)  # the order of sigma does not matter here
     out["stable"] = (sigma**2).sum(-1) / top.squeeze(-1) ** 2
     n = probs.shape[-1]
     out["logit_sd"] = scaled_logits.flatten(-2).std(-1)

@@ -9,12 +9,7 @@ from helpers.config import ParameterError
 from helpers.models import build_model
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest
 
 
 def tokens(batch=2, n=9, vocab=11):

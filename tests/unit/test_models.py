@@ -7,12 +7,7 @@ from helpers.config import ParameterError
 from helpers.models import ModelConfig, build_model, count_parameters, pick_device, sinusoidal_table
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest
 
 
 def tokens(batch=3, n=10, vocab=11, seed=0):
