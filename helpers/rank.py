@@ -29,47 +29,110 @@ def as_tensor(matrix) -> torch.Tensor:
 _PARALLEL_MIN_BATCH = 64
 
 
-def singular_values(matrix) -> torch.Tensor:
-    """Singular values in float64, descending: `(..., n, m) -> (..., min(n, m))`.
+def _map_batch(fn, tensor: torch.Tensor) -> torch.Tensor:
+    """`fn` over the matrices of `(..., n, m)`, returning `(..., k)`.
 
-    On the CPU, torch runs a batch of SVDs one after the other; a large batch is split across
-    `torch.get_num_threads()` worker threads instead (LAPACK releases the GIL), with the same values.
+    On the CPU, torch runs a batch of LAPACK calls one after the other; a large batch is split across
+    `torch.get_num_threads()` worker threads instead (LAPACK releases the GIL), each worker using one
+    intra-op thread so that the pools do not oversubscribe the cores. The values are the same.
     """
-    tensor = as_tensor(matrix).to(torch.float64)
     workers = torch.get_num_threads()
     if tensor.device.type != "cpu" or workers < 2 or tensor.ndim < 3 or tensor.shape[:-2].numel() < _PARALLEL_MIN_BATCH:
-        return torch.linalg.svdvals(tensor)
+        return fn(tensor)
+    from concurrent.futures import ThreadPoolExecutor
+
     flat = tensor.reshape(-1, *tensor.shape[-2:])
-    chunks = flat.chunk(4 * workers)
-    with _svd_pool(workers) as pool:
-        parts = list(pool.map(torch.linalg.svdvals, chunks))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rank",
+                            initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        parts = list(pool.map(fn, flat.chunk(4 * workers)))
     return torch.cat(parts).reshape(*tensor.shape[:-2], -1)
 
 
-def _svd_pool(workers: int):
-    from concurrent.futures import ThreadPoolExecutor
+def singular_values(matrix) -> torch.Tensor:
+    """Singular values in float64, descending: `(..., n, m) -> (..., min(n, m))`."""
+    return _map_batch(torch.linalg.svdvals, as_tensor(matrix).to(torch.float64))
 
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="svd")
 
-
-def numerical_rank(matrix, rtol: float | None = DEFAULT_RTOL, atol: float | None = None) -> torch.Tensor:
-    """Count of singular values above `max(rtol * sigma_1, atol)`: `(..., n, m) -> (...)` int64.
-
-    At least one of `rtol` and `atol` must be given; a zero matrix has rank 0.
-    """
+def _check_tolerances(rtol, atol) -> None:
     if rtol is None and atol is None:
         raise ValueError("numerical_rank needs a tolerance: give rtol (relative) and/or atol (absolute)")
     for name, value in (("rtol", rtol), ("atol", atol)):
         if value is not None and not (value >= 0):
             raise ValueError(f"{name} must be a non-negative number; got {value!r}")
-    sigma = singular_values(matrix)
-    threshold = torch.zeros(sigma.shape[:-1], dtype=sigma.dtype, device=sigma.device)
-    if sigma.shape[-1] > 0:
-        if rtol is not None:
-            threshold = torch.maximum(threshold, rtol * sigma[..., 0])
-        if atol is not None:
-            threshold = torch.maximum(threshold, torch.full_like(threshold, atol))
-    return (sigma > threshold.unsqueeze(-1)).sum(-1)
+
+
+def _threshold(top: torch.Tensor, rtol, atol) -> torch.Tensor:
+    """`max(rtol * top, atol)` elementwise, with a missing tolerance left out."""
+    threshold = torch.zeros_like(top)
+    if rtol is not None:
+        threshold = torch.maximum(threshold, rtol * top)
+    if atol is not None:
+        threshold = torch.maximum(threshold, torch.full_like(threshold, atol))
+    return threshold
+
+
+def numerical_rank_from_sigma(sigma: torch.Tensor, rtol: float | None = DEFAULT_RTOL,
+                              atol: float | None = None) -> torch.Tensor:
+    """Count of singular values `(..., k)` (descending) above `max(rtol * sigma_1, atol)`: `-> (...)` int64."""
+    _check_tolerances(rtol, atol)
+    if sigma.shape[-1] == 0:
+        return torch.zeros(sigma.shape[:-1], dtype=torch.int64, device=sigma.device)
+    return (sigma > _threshold(sigma[..., 0], rtol, atol).unsqueeze(-1)).sum(-1)
+
+
+def _gram_eigenvalues(tensor: torch.Tensor) -> torch.Tensor:
+    """Eigenvalues of the smaller Gram matrix, `(b, n, m) -> (b, min(n, m))` ascending.
+
+    They are the squared singular values. A row of NaN marks a matrix whose Gram matrix is not
+    finite: NaN or infinite entries, or entries above ~1e154 that overflow when squared.
+    """
+    gram = tensor @ tensor.mT if tensor.shape[-2] <= tensor.shape[-1] else tensor.mT @ tensor
+    overflowed = ~torch.isfinite(gram.diagonal(dim1=-2, dim2=-1)).all(-1)  # NaN/inf anywhere shows on the diagonal
+    gram[overflowed] = 0.0
+    eigen = torch.linalg.eigvalsh(gram)
+    eigen[overflowed] = float("nan")
+    return eigen
+
+
+def _gram_rank(tensor: torch.Tensor, rtol, atol) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank from the eigenvalues of the Gram matrix, and which matrices it cannot decide.
+
+    `sigma_i^2` are the eigenvalues of `A A^T` (the smaller Gram matrix), and a symmetric
+    eigensolver is about half the work of an SVD. Forming and diagonalising `A A^T` in float64
+    moves each eigenvalue by at most ~ p q eps sigma_1^2 (p, q the short and long sides), so a
+    matrix with an eigenvalue within that slack of the squared threshold is "undecided", and so is
+    one whose Gram matrix overflowed. `tensor`: `(b, n, m)` float64 -> ranks `(b,)` int64, undecided `(b,)` bool.
+    """
+    short, long = sorted(tensor.shape[-2:])
+    eigen = _map_batch(_gram_eigenvalues, tensor)                        # (b, p) ascending
+    overflowed = torch.isnan(eigen).any(-1)
+    if overflowed.any() and not torch.isfinite(tensor[overflowed]).all():
+        raise ValueError("numerical_rank: matrix contains NaN or infinite entries")
+    eigen = eigen.nan_to_num(0.0)
+    top = eigen[..., -1].clamp(min=0)
+    squared_threshold = _threshold(top.sqrt(), rtol, atol).square().unsqueeze(-1)
+    slack = (2 * short * (long + 1) * torch.finfo(torch.float64).eps * top).unsqueeze(-1)
+    undecided = ((eigen - squared_threshold).abs() <= slack).any(-1) | overflowed
+    return (eigen > squared_threshold).sum(-1), undecided
+
+
+def numerical_rank(matrix, rtol: float | None = DEFAULT_RTOL, atol: float | None = None) -> torch.Tensor:
+    """Count of singular values above `max(rtol * sigma_1, atol)`: `(..., n, m) -> (...)` int64.
+
+    At least one of `rtol` and `atol` must be given; a zero matrix has rank 0. The count equals the
+    float64 SVD count: it is read from the Gram eigenvalues, and the matrices where rounding could
+    change it (an eigenvalue too close to the threshold, e.g. at tiny tolerances) are recomputed by SVD.
+    """
+    _check_tolerances(rtol, atol)
+    tensor = as_tensor(matrix).to(torch.float64)
+    batch_shape = tensor.shape[:-2]
+    if min(tensor.shape[-2:]) == 0:
+        return torch.zeros(batch_shape, dtype=torch.int64, device=tensor.device)
+    flat = tensor.reshape(-1, *tensor.shape[-2:])
+    ranks, undecided = _gram_rank(flat, rtol, atol)
+    if undecided.any():
+        ranks[undecided] = numerical_rank_from_sigma(singular_values(flat[undecided]), rtol, atol)
+    return ranks.reshape(batch_shape)
 
 
 def hardmax_rank(matrix) -> torch.Tensor:
@@ -117,7 +180,7 @@ def all_ranks(matrix, rtol: float = DEFAULT_RTOL) -> dict[str, torch.Tensor]:
     """Every measure for a batch `(..., n, n)`, sharing one SVD; values shaped `(...)` float64."""
     sigma = singular_values(matrix)
     return {
-        "numerical": (sigma > rtol * sigma[..., :1]).sum(-1).to(torch.float64),
+        "numerical": numerical_rank_from_sigma(sigma, rtol).to(torch.float64),
         "hardmax": hardmax_rank(matrix).to(torch.float64),
         "effective": effective_rank_from_sigma(sigma),
         "stable": stable_rank_from_sigma(sigma),

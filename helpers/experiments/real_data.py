@@ -338,16 +338,17 @@ def causal_diagnostics(model, x: torch.Tensor, layer: int = 0) -> dict:
     upper = probs.triu(1).abs().max().item()
     diag = torch.diagonal(probs, dim1=-2, dim2=-1)  # (batch, head, n)
     log10_det = (diag.log10().sum(-1)).mean().item()
+    sigma = rank.singular_values(probs)  # (batch, head, n)
     return {
         "n": n,
         "upper_max": upper,
         "diag_min": diag.min().item(),
         "diag_median": diag.median().item(),
         "log10_det_mean": log10_det,
-        "numerical_1e-3": rank.numerical_rank(probs, rtol=1e-3).double().mean().item(),
-        "numerical_1e-8": rank.numerical_rank(probs, rtol=1e-8).double().mean().item(),
-        "numerical_1e-12": rank.numerical_rank(probs, rtol=1e-12).double().mean().item(),
+        "numerical_1e-3": rank.numerical_rank_from_sigma(sigma, rtol=1e-3).double().mean().item(),
+        "numerical_1e-8": rank.numerical_rank_from_sigma(sigma, rtol=1e-8).double().mean().item(),
+        "numerical_1e-12": rank.numerical_rank_from_sigma(sigma, rtol=1e-12).double().mean().item(),
         "hardmax": rank.hardmax_rank(probs).double().mean().item(),
-        "effective": rank.effective_rank(probs).mean().item(),
-        "sigma_min_over_max": (rank.singular_values(probs)[..., -1] / rank.singular_values(probs)[..., 0]).min().item(),
+        "effective": rank.effective_rank_from_sigma(sigma).mean().item(),
+        "sigma_min_over_max": (sigma[..., -1] / sigma[..., 0]).min().item(),
     }

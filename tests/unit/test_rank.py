@@ -88,3 +88,79 @@ def test_all_ranks_agrees_with_individual_measures():
 def test_singular_values_are_float64_even_for_float32_input():
     a = torch.randn(5, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float32)
     assert rank.singular_values(a).dtype == torch.float64
+
+
+def numpy_svd_count(a: np.ndarray, rtol=None, atol=None) -> np.ndarray:
+    """Independent reference: numpy's SVD, threshold max(rtol * sigma_1, atol), looped over the batch."""
+    flat = a.reshape(-1, *a.shape[-2:])
+    counts = []
+    for m in flat:
+        sigma = np.linalg.svd(m, compute_uv=False)
+        threshold = max(rtol * sigma[0] if rtol is not None else 0.0, atol if atol is not None else 0.0)
+        counts.append(int((sigma > threshold).sum()))
+    return np.array(counts).reshape(a.shape[:-2])
+
+
+def varied_matrices(rng) -> list[np.ndarray]:
+    """Batches of the kinds the book measures: attention at several temperatures, low rank, rectangular."""
+    batches = []
+    for n, scale in [(16, 0.1), (32, 1.0), (48, 4.0), (64, 16.0)]:
+        logits = scale * rng.standard_normal((80, n, n))
+        batches.append(np.exp(logits - logits.max(-1, keepdims=True)) / np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    batches.append(np.stack([matrix_of_rank(k, 24, rng) for k in rng.integers(1, 24, size=70)]))
+    batches.append(rng.standard_normal((70, 12, 30)) @ np.diag(np.logspace(0, -14, 30)))
+    batches.append(rng.standard_normal((70, 30, 12)) * np.logspace(0, -9, 12))
+    return batches
+
+
+@pytest.mark.parametrize("rtol, atol", [(1e-1, None), (1e-3, None), (1e-6, None), (1e-12, None), (None, 1e-4), (1e-3, 1e-2)])
+def test_numerical_rank_equals_the_float64_svd_count_on_varied_batches(rtol, atol):
+    rng = np.random.default_rng(11)
+    for batch in varied_matrices(rng):
+        ours = rank.numerical_rank(batch, rtol=rtol, atol=atol).numpy()
+        assert np.array_equal(ours, numpy_svd_count(batch, rtol, atol))
+
+
+def test_gram_rank_hands_matrices_near_the_threshold_to_the_svd():
+    near = np.diag([1.0, 1e-3 * (1 + 1e-13), 0.5])
+    far = np.diag([1.0, 1e-2, 0.5])
+    tiny = np.diag([1.0, 1e-11, 0.5])
+    ranks, undecided = rank._gram_rank(torch.as_tensor(np.stack([near, far, tiny])), rtol=1e-3, atol=None)
+    assert undecided.tolist() == [True, False, False]
+    assert ranks[1:].tolist() == [3, 2]
+    _, undecided = rank._gram_rank(torch.as_tensor(tiny)[None], rtol=1e-12, atol=None)
+    assert undecided.tolist() == [True]  # 1e-11 is below the Gram matrix's resolution (~1e-7 sigma_1)
+    assert int(rank.numerical_rank(tiny, rtol=1e-12)) == 3
+    assert int(rank.numerical_rank(near, rtol=1e-3)) == 3
+
+
+def test_numerical_rank_of_edge_cases():
+    assert int(rank.numerical_rank(np.zeros((5, 5)))) == 0
+    assert int(rank.numerical_rank(np.eye(7))) == 7
+    assert rank.numerical_rank(np.zeros((0, 3, 3))).shape == (0,)
+    assert int(rank.numerical_rank(np.zeros((4, 0)))) == 0
+    huge = np.diag([1e200, 1e199, 1e190])  # the Gram matrix overflows: the SVD decides
+    assert int(rank.numerical_rank(huge, rtol=1e-3)) == 2
+    assert int(rank.numerical_rank(huge, rtol=1e-11)) == 3
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_numerical_rank_rejects_non_finite_entries(bad):
+    batch = np.random.default_rng(0).random((100, 6, 9))
+    batch[37, 2, 4] = bad
+    for a in (batch, batch.transpose(0, 2, 1), batch[37]):
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            rank.numerical_rank(a)
+
+
+def test_threaded_batches_match_one_at_a_time_and_keep_the_thread_setting():
+    probs = torch.softmax(torch.randn(200, 20, 20, generator=torch.Generator().manual_seed(4), dtype=torch.float64), -1)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        batched_sigma, batched_rank = rank.singular_values(probs), rank.numerical_rank(probs)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(saved)
+    assert torch.equal(batched_sigma, torch.stack([torch.linalg.svdvals(m) for m in probs]))
+    assert torch.equal(batched_rank, torch.stack([rank.numerical_rank(m) for m in probs]))
