@@ -24,11 +24,26 @@ class ParameterError(ValueError):
 class Params(dict):
     """Validated parameters, readable as `P["N"]` or `P.N`."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.resolved: dict = {}  # values that mode_default filled in for parameters left at None
+
     def __getattr__(self, key):
         try:
             return self[key]
         except KeyError:
             raise AttributeError(key) from None
+
+    def default(self, name: str, value):
+        """Parameter `name`, or `value` when it is None (remembered in `resolved` for the appendix)."""
+        if self[name] is not None:
+            return self[name]
+        self.resolved[name] = value
+        return value
+
+    def mode_default(self, name: str, quick, full):
+        """Parameter `name`, or the quick or full default of `MODE` when it is None."""
+        return self.default(name, by_mode(self["MODE"], quick, full))
 
 
 Checker = Callable[[str, object], object]

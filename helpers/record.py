@@ -20,6 +20,13 @@ from .cache import to_jsonable, write_json_atomic
 Formatted = str  # text to glue as it is (rec.glue(name, Formatted("a; b")))
 
 
+def text_or_na(value, fmt: str) -> Formatted:
+    """`value` formatted with `fmt`, or "n/a" when it is None or NaN (a fit with too few points)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return Formatted("n/a")
+    return Formatted(format(value, fmt))
+
+
 def environment() -> dict:
     """Versions and device, for the metrics file and the appendix."""
     return {
@@ -46,6 +53,7 @@ class Recorder:
 
     def __init__(self, notebook: str, params: dict):
         self.notebook, self.params = notebook, dict(params)
+        self._given = params  # read again at save time for the defaults the mode filled in
         self.values: dict = {}
         self.started = time.perf_counter()
 
@@ -71,6 +79,7 @@ class Recorder:
             "mode": self.params.get("MODE"),
             "seed": self.params.get("SEED"),
             "params": self.params,
+            "resolved": dict(getattr(self._given, "resolved", {})),
             "wall_time_s": time.perf_counter() - self.started,
             "environment": environment(),
             "values": self.values,

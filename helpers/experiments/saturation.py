@@ -170,3 +170,27 @@ def log_slope_trend(n_values, knees) -> float:
     first = np.polyfit(np.log(n[: half + 1]), y[: half + 1], 1)[0]
     last = np.polyfit(np.log(n[half:]), y[half:], 1)[0]
     return float(last / first) if first > 0 else float("nan")
+
+
+LOG_FORM = "a + b log n"
+TREND_FASTER = 1.3  # a slope in log n that grows by more than this factor across the range is not a + b log n
+
+
+def growth_verdict(fits: list[dict], trend: float) -> str:
+    """How knee(n) grows, in words, from `fit_knee_scaling` rows and the `log_slope_trend`.
+
+    Faster than logarithmic when another form fits better (lower RMS log error) than a + b log n,
+    or when the slope in log n grows by more than TREND_FASTER across the range.
+    """
+    trend = float("nan") if trend is None else float(trend)
+    judged = [f for f in fits if f["form"] in FIT_FORMS and f["rms_log"] is not None and not np.isnan(f["rms_log"])]
+    if not judged:
+        return "cannot be judged (fewer than three knees on the grid)"
+    best = min(judged, key=lambda f: f["rms_log"])["form"]
+    trend_text = ("too few knees to measure how the slope changes" if np.isnan(trend) else
+                  f"the slope in log n changes by a factor {trend:.2f} across the range")
+    if best != LOG_FORM or (not np.isnan(trend) and trend > TREND_FASTER):
+        return (f"grows faster than a + b log n (best of the three forms by RMS log error: {best}; {trend_text}), "
+                "so the data support the lower bound Ω(log n) but not Θ(log n)")
+    return (f"is consistent with Θ(log n) on this grid (best form by RMS log error: {best}; {trend_text}); "
+            "with few n values this cannot exclude faster growth")

@@ -15,6 +15,9 @@ def test_notebook_runs_in_quick_mode(quick_book, notebook):
     assert metrics["mode"] == "quick"
     assert metrics["notebook"] == notebook
     assert metrics["values"], "the notebook recorded no values"
+    unresolved = [name for name, value in metrics["params"].items()
+                  if value is None and name != "SCHEDULER" and name not in metrics["resolved"]]
+    assert not unresolved, f"parameters left at None without a recorded mode default: {unresolved}"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)

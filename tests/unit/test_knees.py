@@ -38,3 +38,37 @@ def test_knees_from_trials_with_bootstrap():
                                          bootstrap=10)
     assert knees.knee.to_numpy() == pytest.approx([4.0, 4.0], abs=0.05)
     assert (knees.knee_low <= knees.knee).all() and (knees.knee <= knees.knee_high).all()
+
+
+@pytest.mark.parametrize("make_knees, expected, best", [
+    (lambda n: 2.0 + 3.0 * np.log(n), "consistent with Θ(log n)", "a + b log n"),
+    (lambda n: 1.0 + 0.5 * np.log(n) ** 2, "grows faster than a + b log n", "a + b (log n)^2"),
+    (lambda n: 0.8 * n**0.6, "grows faster than a + b log n", "c n^alpha"),
+])
+def test_growth_verdict_names_the_form_the_knees_were_made_from(make_knees, expected, best):
+    n = np.array([16, 32, 64, 128, 256, 512, 1024], dtype=float)
+    knees = make_knees(n)
+    verdict = saturation.growth_verdict(saturation.fit_knee_scaling(n, knees), saturation.log_slope_trend(n, knees))
+    assert expected in verdict and f"RMS log error: {best}" in verdict
+
+
+def test_growth_verdict_calls_a_growing_log_slope_faster_even_when_the_log_form_fits_best():
+    fits = [{"form": "a + b log n", "rms_log": 0.01}, {"form": "a + b (log n)^2", "rms_log": 0.02},
+            {"form": "c n^alpha", "rms_log": 0.03}]
+    assert "grows faster" in saturation.growth_verdict(fits, 1.5)
+    assert "consistent with" in saturation.growth_verdict(fits, 1.1)
+    assert "too few knees" in saturation.growth_verdict(fits, float("nan"))
+
+
+def test_growth_verdict_with_too_few_knees():
+    fits = saturation.fit_knee_scaling([16, 32], [3.0, 4.0])
+    assert saturation.growth_verdict(fits, None).startswith("cannot be judged")
+
+
+def test_text_or_na():
+    from helpers import record
+
+    assert record.text_or_na(0.12345, ".2f") == "0.12"
+    assert record.text_or_na(None, ".2f") == "n/a"
+    assert record.text_or_na(float("nan"), ".2f") == "n/a"
+    assert record.text_or_na(np.float64("nan"), ".3g") == "n/a"
