@@ -57,21 +57,22 @@ class Recorder:
         self.values: dict = {}
         self.started = time.perf_counter()
 
-    def record(self, name: str, value):
-        """Keep a value (any JSON-able structure) for the metrics file without gluing it."""
-        self.values[name] = to_jsonable(value)
-        return value
+    def record(self, name: str, value) -> None:
+        """Keep a value (any JSON-able structure) for the metrics file without gluing it.
 
-    def glue(self, name: str, value, fmt: str = ""):
+        Returns None, so that a cell ending in `rec.record(...)` or `rec.glue(...)` prints nothing.
+        """
+        self.values[name] = to_jsonable(value)
+
+    def glue(self, name: str, value, fmt: str = "") -> None:
         """Record a number and glue its formatted text under `name` for `{glue:text}`."""
         self.record(name, value)
         text = format(value.item() if hasattr(value, "item") else value, fmt)
         try:
             from myst_nb import glue
         except ImportError:  # outside a notebook build the number is still recorded
-            return value
+            return
         glue(name, text, display=False)  # myst-nb literal-evals the repr, so the quotes go and "0.40" stays "0.40"
-        return value
 
     def save(self) -> Path:
         data = {

@@ -1,5 +1,7 @@
 """Every source notebook runs in quick mode and records its metrics."""
 
+import re
+
 import nbformat
 import pytest
 
@@ -29,3 +31,21 @@ def test_source_notebook_is_clean_and_parametrised(notebook):
     assert "config.validate" in code_cells[1].source, "second code cell must validate the parameters"
     for cell in code_cells:
         assert not cell.outputs and cell.execution_count is None, "commit notebooks without outputs"
+
+
+BARE_VALUE = re.compile(r"^\(?-?[\d.e+\-, ]+\)?$|^None$")
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_no_cell_prints_a_stray_value(quick_book, notebook):
+    """A cell ending in a bookkeeping call must not show its value (a lone number) to the reader."""
+    quick_book.metrics(notebook)
+    nb = nbformat.read(quick_book.book_dir / f"{notebook}.ipynb", as_version=4)
+    stray = []
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            text = output.get("data", {}).get("text/plain", "") if output.output_type == "execute_result" else ""
+            if text and "text/html" not in output.get("data", {}) and BARE_VALUE.match(text.strip()):
+                stray.append((index, text[:60]))
+    assert not stray, f"cells showing a bare value: {stray}"
