@@ -7,6 +7,7 @@
 
 import json
 import platform
+import re
 import time
 from pathlib import Path
 
@@ -39,6 +40,24 @@ def environment() -> dict:
     }
 
 
+NOT_RUN = Formatted("(not run)")
+_GLUE_REFERENCE = re.compile(r"\{glue(?::\w+)?\}`([^`:]+)")
+
+
+def glue_references(notebook_source: Path) -> set[str]:
+    """Names the prose of a notebook pastes with `{glue:text}` (or another glue role)."""
+    return set(_GLUE_REFERENCE.findall(notebook_source.read_text())) if notebook_source.exists() else set()
+
+
+def _paste(name: str, text: str) -> None:
+    """Glue `text` under `name` for the book; outside a notebook build there is nothing to paste into."""
+    try:
+        from myst_nb import glue
+    except ImportError:
+        return
+    glue(name, text, display=False)  # myst-nb literal-evals the repr, so the quotes go and "0.40" stays "0.40"
+
+
 def metrics_path(notebook: str) -> Path:
     return paths.metrics_dir() / f"{notebook}.json"
 
@@ -51,10 +70,12 @@ def load_metrics(notebook: str) -> dict:
 class Recorder:
     """Collects a notebook's key numbers, glues them into the prose and saves them as JSON."""
 
-    def __init__(self, notebook: str, params: dict):
+    def __init__(self, notebook: str, params: dict, source: Path | None = None):
         self.notebook, self.params = notebook, dict(params)
         self._given = params  # read again at save time for the defaults the mode filled in
+        self.source = source or paths.NBS_DIR / f"{notebook}.ipynb"
         self.values: dict = {}
+        self.glued: set[str] = set()
         self.started = time.perf_counter()
 
     def record(self, name: str, value) -> None:
@@ -67,14 +88,23 @@ class Recorder:
     def glue(self, name: str, value, fmt: str = "") -> None:
         """Record a number and glue its formatted text under `name` for `{glue:text}`."""
         self.record(name, value)
-        text = format(value.item() if hasattr(value, "item") else value, fmt)
-        try:
-            from myst_nb import glue
-        except ImportError:  # outside a notebook build the number is still recorded
-            return
-        glue(name, text, display=False)  # myst-nb literal-evals the repr, so the quotes go and "0.40" stays "0.40"
+        _paste(name, format(value.item() if hasattr(value, "item") else value, fmt))
+        self.glued.add(name)
+
+    def fill_not_run(self) -> list[str]:
+        """Glue NOT_RUN for every name the prose pastes that this run did not glue, and return them.
+
+        A parameter can leave out part of a chapter (a task, a domain); the prose then reads "(not run)"
+        where its numbers would be, instead of the strict build failing on a missing glue key.
+        """
+        missing = sorted(glue_references(self.source) - self.glued)
+        for name in missing:
+            _paste(name, NOT_RUN)
+        return missing
 
     def save(self) -> Path:
+        """Write the metrics JSON (atomically), after filling in the glue names this run did not compute."""
+        not_run = self.fill_not_run()
         data = {
             "notebook": self.notebook,
             "mode": self.params.get("MODE"),
@@ -84,5 +114,6 @@ class Recorder:
             "wall_time_s": time.perf_counter() - self.started,
             "environment": environment(),
             "values": self.values,
+            "not_run": not_run,
         }
         return write_json_atomic(metrics_path(self.notebook), to_jsonable(data))

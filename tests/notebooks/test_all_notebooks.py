@@ -20,6 +20,7 @@ def test_notebook_runs_in_quick_mode(quick_book, notebook):
     unresolved = [name for name, value in metrics["params"].items()
                   if value is None and name != "SCHEDULER" and name not in metrics["resolved"]]
     assert not unresolved, f"parameters left at None without a recorded mode default: {unresolved}"
+    assert metrics["not_run"] == [], "the prose pastes names this run never glued (a typo, or a dropped glue call)"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)

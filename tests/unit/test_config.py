@@ -62,16 +62,3 @@ def test_mode_default_fills_in_none_and_remembers_it(mode, expected):
     assert P.mode_default("STEPS", quick=10, full=20) == 40  # a given value wins
     assert P.resolved == {"N_VALUES": expected}
     assert P.N_VALUES is None  # the parameter itself keeps what the user gave
-
-
-def test_recorder_saves_the_given_and_the_resolved_parameters(tmp_path, monkeypatch):
-    from helpers import record
-
-    monkeypatch.setenv("BOOK_METRICS_DIR", str(tmp_path))
-    P = config.validate(MODE=("quick", config.mode), SEED=(3, config.seed),
-                        TRIALS=(None, config.optional(config.integer(1, 99))))
-    rec = record.Recorder("00_probe", P)
-    P.mode_default("TRIALS", quick=4, full=8)  # resolved after the recorder was made: still saved
-    saved = record.load_metrics("00_probe") if rec.save() else None
-    assert saved["params"] == {"MODE": "quick", "SEED": 3, "TRIALS": None}
-    assert saved["resolved"] == {"TRIALS": 4}

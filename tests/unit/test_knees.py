@@ -63,12 +63,3 @@ def test_growth_verdict_calls_a_growing_log_slope_faster_even_when_the_log_form_
 def test_growth_verdict_with_too_few_knees():
     fits = saturation.fit_knee_scaling([16, 32], [3.0, 4.0])
     assert saturation.growth_verdict(fits, None).startswith("cannot be judged")
-
-
-def test_text_or_na():
-    from helpers import record
-
-    assert record.text_or_na(0.12345, ".2f") == "0.12"
-    assert record.text_or_na(None, ".2f") == "n/a"
-    assert record.text_or_na(float("nan"), ".2f") == "n/a"
-    assert record.text_or_na(np.float64("nan"), ".3g") == "n/a"

@@ -1,0 +1,42 @@
+"""The Recorder: parameters as given and as resolved, and prose numbers a run did not compute."""
+
+import nbformat
+import numpy as np
+
+from helpers import config, record
+
+
+def test_recorder_saves_the_given_and_the_resolved_parameters(tmp_path, monkeypatch):
+    monkeypatch.setenv("BOOK_METRICS_DIR", str(tmp_path))
+    P = config.validate(MODE=("quick", config.mode), SEED=(3, config.seed),
+                        TRIALS=(None, config.optional(config.integer(1, 99))))
+    rec = record.Recorder("00_probe", P)
+    P.mode_default("TRIALS", quick=4, full=8)  # resolved after the recorder was made: still saved
+    rec.save()
+    saved = record.load_metrics("00_probe")
+    assert saved["params"] == {"MODE": "quick", "SEED": 3, "TRIALS": None}
+    assert saved["resolved"] == {"TRIALS": 4}
+
+
+def test_recorder_marks_prose_numbers_this_run_did_not_compute(tmp_path, monkeypatch):
+    monkeypatch.setenv("BOOK_METRICS_DIR", str(tmp_path))
+    source = tmp_path / "00_probe.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("Copy reaches {glue:text}`copy_rank` n; sorting {glue:text}`sort_rank` n."),
+        nbformat.v4.new_markdown_cell("Together: {glue:text}`both:.2f`."),
+    ])
+    nbformat.write(nb, source)
+    assert record.glue_references(source) == {"copy_rank", "sort_rank", "both"}
+    rec = record.Recorder("00_probe", {"MODE": "quick", "SEED": 0}, source=source)
+    rec.glue("copy_rank", 0.5, ".2f")
+    rec.save()
+    saved = record.load_metrics("00_probe")
+    assert saved["not_run"] == ["both", "sort_rank"]
+    assert "sort_rank" not in saved["values"] and saved["values"]["copy_rank"] == 0.5
+
+
+def test_text_or_na():
+    assert record.text_or_na(0.12345, ".2f") == "0.12"
+    assert record.text_or_na(None, ".2f") == "n/a"
+    assert record.text_or_na(float("nan"), ".2f") == "n/a"
+    assert record.text_or_na(np.float64("nan"), ".3g") == "n/a"
