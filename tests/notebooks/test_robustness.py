@@ -2,7 +2,8 @@
 
 - the same notebook run twice with the same seed (and separate, cold caches) records identical metrics;
 - killing `python -m helpers execute` in the middle of a chapter and rerunning it reuses the finished
-  sweep points and completes the chapter.
+  sweep points and completes the chapter;
+- a parameter that leaves out a task the prose discusses runs, and marks exactly that task's numbers "(not run)".
 """
 
 import json
@@ -39,6 +40,17 @@ def test_same_seed_gives_identical_metrics(tmp_path):
     assert other.returncode == 0
     third = json.loads((tmp_path / "c" / "metrics" / "01_attention_rank.json").read_text())
     assert third["values"] != first["values"], "a different seed must change the numbers"
+
+
+
+def test_leaving_out_a_task_marks_its_prose_numbers_not_run(tmp_path):
+    run = execute("08_where_it_breaks", tmp_path, "a", "-p", "TASKS", '["reversal"]')
+    assert run.returncode == 0, run.stderr[-2000:]
+    metrics = json.loads((tmp_path / "a" / "metrics" / "08_where_it_breaks.json").read_text())
+    assert metrics["params"]["TASKS"] == ["reversal"]
+    assert metrics["not_run"] and all(name.startswith("ch8_copy_") for name in metrics["not_run"])
+    executed = (tmp_path / "a" / "book" / "08_where_it_breaks.ipynb").read_text()
+    assert all(f'"name": "{name}"' in executed for name in metrics["not_run"]), "each is glued for the build"
 
 
 SWEEP_CHAPTER = '''
