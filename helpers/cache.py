@@ -4,7 +4,9 @@ Writes are atomic (a temporary file, then a rename), so a sweep killed at any mo
 complete entries behind, and a re-run computes only what is missing. No pickle.
 """
 
+import ast
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -56,32 +58,109 @@ def write_json_atomic(path: Path, data) -> Path:
     return path
 
 
+PACKAGE = Path(__file__).resolve().parent
+
+
 @lru_cache(maxsize=8)
 def source_hash(package: Path | None = None) -> str:
     """A hash of every `helpers/**/*.py` file, so a code change invalidates cached results."""
+    package = Path(package) if package is not None else PACKAGE
+    return _hash_files(package, sorted(package.rglob("*.py")))
+
+
+def _hash_files(package: Path, files) -> str:
     digest = hashlib.sha256()
-    package = Path(package) if package is not None else Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
+    for path in files:
         digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def identity(experiment: str, config: dict, seed: int) -> dict:
-    """Everything a cached result depends on (JSON-able; dataclasses in the config become dicts)."""
+def _module_file(module: str, package: Path) -> Path | None:
+    """`helpers.a.b` -> `package/a/b.py` or `package/a/b/__init__.py` (None if it is not a helpers module)."""
+    parts = module.split(".")
+    if parts[0] != package.name:
+        return None
+    base = package.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Modules a file imports, anywhere in it (also inside functions), as absolute names."""
+    is_package = path.name == "__init__.py"
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            anchor = module.split(".")
+            anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)] if node.level else []
+            base = ".".join(anchor + ([node.module] if node.module else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)  # `from . import rank` imports a module
+    return names
+
+
+@lru_cache(maxsize=64)
+def dependency_files(module: str, package: Path = PACKAGE) -> tuple[Path, ...] | None:
+    """The helpers files that `module` runs when imported: its static import closure inside the package,
+    with the parent packages' `__init__.py`. None when `module` is not part of the package."""
+    if _module_file(module, package) is None:
+        return None
+    seen, todo, files = set(), [module], set()
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__ and a/b/c
+            prefix = ".".join(parts[:depth])
+            path = _module_file(prefix, package)
+            if prefix in seen or path is None:
+                continue
+            seen.add(prefix)
+            files.add(path)
+            todo.extend(_imports(path, prefix))
+    return tuple(sorted(files))
+
+
+@lru_cache(maxsize=64)
+def code_hash(module: str | None = None, package: Path = PACKAGE) -> str:
+    """A hash of the code a result computed by `module` depends on.
+
+    For a helpers module, its import closure (so editing plotting or the book tools leaves the sweeps
+    of the chapters warm); otherwise, or for None, every file of the package (`source_hash`).
+    """
+    files = dependency_files(module, package) if module else None
+    return source_hash(package) if files is None else _hash_files(package, files)
+
+
+def point_module(point) -> str | None:
+    """The module a sweep's point function is defined in (through functools.partial)."""
+    while isinstance(point, functools.partial):
+        point = point.func
+    return getattr(point, "__module__", None)
+
+
+def identity(experiment: str, config: dict, seed: int, module: str | None = None) -> dict:
+    """Everything a cached result depends on (JSON-able; dataclasses in the config become dicts).
+
+    `module`: where the code that computes the result lives (see `code_hash`); None hashes all of helpers.
+    """
     return {
         "experiment": experiment,
         "config": to_jsonable(config),
         "seed": to_jsonable(seed),
-        "helpers_source": source_hash(),
+        "helpers_source": code_hash(module),
         "torch": torch.__version__,
         "numpy": np.__version__,
     }
 
 
-def cache_key(experiment: str, config: dict, seed: int) -> str:
-    """The store key: experiment name, full config, seed, helpers source and library versions."""
-    text = json.dumps(identity(experiment, config, seed), sort_keys=True, default=str)
+def cache_key(experiment: str, config: dict, seed: int, module: str | None = None) -> str:
+    """The store key: experiment name, full config, seed, the code it depends on and library versions."""
+    text = json.dumps(identity(experiment, config, seed, module), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -94,15 +173,15 @@ class ResultStore:
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root is not None else paths.cache_dir()
 
-    def path(self, experiment: str, config: dict, seed: int) -> Path:
+    def path(self, experiment: str, config: dict, seed: int, module: str | None = None) -> Path:
         if not isinstance(experiment, str) or not _SAFE_NAME.match(experiment):
             raise ValueError(f"experiment name must be letters, digits, '_', '.' or '-' (a folder name); "
                              f"got {experiment!r}")
-        return self.root / experiment / f"{cache_key(experiment, config, seed)}.json"
+        return self.root / experiment / f"{cache_key(experiment, config, seed, module)}.json"
 
-    def load(self, experiment: str, config: dict, seed: int):
+    def load(self, experiment: str, config: dict, seed: int, module: str | None = None):
         """The stored result, or None when this point has not been computed (or its file is unreadable)."""
-        path = self.path(experiment, config, seed)
+        path = self.path(experiment, config, seed, module)
         try:
             return json.loads(path.read_text())["result"]
         except FileNotFoundError:
@@ -110,9 +189,9 @@ class ResultStore:
         except (ValueError, KeyError, TypeError, OSError):
             return None  # a damaged entry is recomputed and overwritten
 
-    def contains(self, experiment: str, config: dict, seed: int) -> bool:
-        return self.load(experiment, config, seed) is not None
+    def contains(self, experiment: str, config: dict, seed: int, module: str | None = None) -> bool:
+        return self.load(experiment, config, seed, module) is not None
 
-    def save(self, experiment: str, config: dict, seed: int, result) -> Path:
-        record = {**identity(experiment, config, seed), "result": to_jsonable(result)}
-        return write_json_atomic(self.path(experiment, config, seed), record)
+    def save(self, experiment: str, config: dict, seed: int, result, module: str | None = None) -> Path:
+        record = {**identity(experiment, config, seed, module), "result": to_jsonable(result)}
+        return write_json_atomic(self.path(experiment, config, seed, module), record)

@@ -20,7 +20,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from .. import executors
-from ..cache import ResultStore, to_jsonable
+from ..cache import ResultStore, point_module, to_jsonable
 
 
 def grid(**axes) -> list[dict]:
@@ -90,10 +90,11 @@ def run_sweep(
     store = store or ResultStore()
     runner = executors.resolve(executor)
     tasks = [(config, seed) for config in configs for seed in seeds]
+    module = point_module(point)  # the cache key hashes the code this point depends on
     results = {}
     if not recompute:
         for i, (config, seed) in enumerate(tasks):
-            stored = store.load(name, config, seed)
+            stored = store.load(name, config, seed, module)
             if stored is not None:
                 results[i] = stored
     missing = [i for i in range(len(tasks)) if i not in results]
@@ -106,7 +107,7 @@ def run_sweep(
             failures.append((config, seed, error))
         else:
             result = to_jsonable(_rows(result))  # as a re-run will load it
-            store.save(name, config, seed, result)
+            store.save(name, config, seed, result, module)
             results[missing[j]] = result
         bar.update(1)
         bar.set_postfix(computed=len(missing) - len(failures), failed=len(failures), refresh=False)

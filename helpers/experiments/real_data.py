@@ -129,7 +129,7 @@ def model_config(domain_data: datasets.TaskData, d_head: int, spec: TrainSpec) -
 
 def weights_path(domain: str, n: int, d_head: int, spec: dict, seed: int) -> Path:
     """Where the trained weights of a point live (`.npz` next to the result store; keyed like the store)."""
-    key = cache_key(EXPERIMENT + "_weights", {"domain": domain, "n": n, "d_head": d_head, **spec}, seed)
+    key = cache_key(EXPERIMENT + "_weights", {"domain": domain, "n": n, "d_head": d_head, **spec}, seed, __name__)
     return paths.cache_dir() / (EXPERIMENT + "_weights") / f"{key}.npz"
 
 

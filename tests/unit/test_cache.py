@@ -31,11 +31,68 @@ def test_key_changes_with_helpers_source_and_versions(monkeypatch, tmp_path):
     source_hash.cache_clear()
 
     key = cache_key("exp", {"n": 8}, 0)
-    monkeypatch.setattr(cache, "source_hash", lambda: "another version of helpers")
+    monkeypatch.setattr(cache, "code_hash", lambda module=None: "another version of helpers")
     assert cache_key("exp", {"n": 8}, 0) != key
     monkeypatch.undo()
     monkeypatch.setattr(cache.torch, "__version__", "0.0.1")
     assert cache_key("exp", {"n": 8}, 0) != key
+
+
+def copy_of_helpers(tmp_path):
+    package = tmp_path / "helpers"
+    shutil.copytree(cache.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    return package
+
+
+def edit(path):
+    path.write_text(path.read_text() + "\n# a change\n")
+    cache.source_hash.cache_clear()
+    cache.code_hash.cache_clear()
+    cache.dependency_files.cache_clear()
+
+
+def test_dependency_files_follow_the_imports_of_a_chapter_module():
+    names = {str(p.relative_to(cache.PACKAGE)) for p in cache.dependency_files("helpers.experiments.barrier")}
+    # barrier.py: `from .. import attention, geometry, rank, seeding`; the runner and the store always count
+    assert {"experiments/barrier.py", "attention.py", "geometry.py", "rank.py", "seeding.py",
+            "experiments/__init__.py", "__init__.py", "cache.py"} <= names
+    assert not {"plotting.py", "record.py", "book.py", "models.py", "train.py"} & names
+    assert cache.dependency_files("tests.unit.test_cache") is None
+
+
+def test_code_hash_changes_with_a_dependency_and_not_with_unrelated_code(tmp_path):
+    package = copy_of_helpers(tmp_path)
+    module = "helpers.experiments.barrier"
+    before, everything = cache.code_hash(module, package), cache.source_hash(package)
+    edit(package / "plotting.py")
+    assert cache.code_hash(module, package) == before, "a plotting change must leave the chapter's sweeps warm"
+    assert cache.source_hash(package) != everything
+    edit(package / "rank.py")
+    assert cache.code_hash(module, package) != before, "a change to rank.py must recompute the chapter"
+    before = cache.code_hash(module, package)
+    edit(package / "experiments" / "__init__.py")
+    assert cache.code_hash(module, package) != before, "the sweep runner shapes every stored result"
+    assert cache.code_hash("not_helpers", package) == cache.source_hash(package)  # unknown code: hash everything
+
+
+def point_in_this_file(n, seed):
+    return {"value": n + seed}
+
+
+def test_run_sweep_keys_points_by_the_code_of_their_module(tmp_path):
+    import functools
+
+    from helpers.experiments import random_init
+
+    assert cache.point_module(functools.partial(random_init.rank_point, trials=1)) == "helpers.experiments.random_init"
+    store = ResultStore(tmp_path)
+    run_sweep("probe", point_in_this_file, grid(n=[1]), [0], store=store, progress=False)
+    entry = json.loads(next((tmp_path / "probe").glob("*.json")).read_text())
+    assert entry["helpers_source"] == cache.source_hash()  # defined outside helpers: every file counts
+    run_sweep("probe_init", random_init.rank_point, grid(n=[8], d_head=[2], d_model=[8], inputs=["gaussian"], trials=[1]),
+              [0], store=store, progress=False)
+    entry = json.loads(next((tmp_path / "probe_init").glob("*.json")).read_text())
+    assert entry["helpers_source"] == cache.code_hash("helpers.experiments.random_init") != cache.source_hash()
 
 
 def test_dataclass_configs_are_keyed_by_value():
