@@ -352,3 +352,232 @@ def sym_norm_critical() -> dict:
     steps["critical"] = sp.simplify(critical)
     steps["critical_t"] = sp.simplify(sp.solve(sp.Eq(deficit.subs(s, sp.sqrt(t**4 / (2 * d))), eps), d)[0])
     return {"n": n, "d": d, "eps": eps, "t": t, "delta": delta, "s": s, **steps}
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 3b: predicting E[hardmax rank] / n at any (n, d_h), from E[rank | K] = sum_j 1 - (1 - g_j)^n.
+#
+# g_j is the probability that a Gaussian query picks key j. Writing W = n g_J for a key J drawn
+# uniformly, E[rank] / n = 1 - E[(1 - W / n)^n]. The predictor needs the law of W; it uses
+#   * pi(n, d) = P(W > 0), exact: the vertex probability of a Gaussian polytope (Gaussian keys),
+#     1 for keys on the sphere (every point of a sphere is a vertex of the hull);
+#   * E[W^2] = n * E[sum_j g_j^2] = n * P(two independent queries pick the same key), exact by
+#     quadrature (Gaussian keys);
+#   * a closure: given W > 0, g is Beta-distributed with those two moments (the Gamma law of
+#     Poisson-Voronoi cells, exact for d_h = 2 sphere keys at large n), and, once nearly every key
+#     is a vertex, the spread due to key norms is the mean-field win probability f(|k|).
+# ---------------------------------------------------------------------------------------------
+
+# Internal angle beta_j at a vertex of the regular j-simplex (fraction of the full solid angle), j = 0..40.
+# Computed by `regular_simplex_internal_angles_mp` (mpmath, 50 digits) and pinned by a unit test that
+# recomputes the first ones; they are mathematical constants, stored because the recursion takes minutes.
+SIMPLEX_INTERNAL_ANGLES: tuple[float, ...] = (1.0, 0.5, 0.16666666666666667, 0.043869914022955453,
+    0.0097846883724168781, 0.0019220437369843493, 0.00034069513969111475, 5.5409353698599424e-5,
+    8.3688410966660502e-6, 1.1846594030482453e-6, 1.5830186649790236e-7, 2.008396792458658e-8,
+    2.4307557157124749e-9, 2.8176006883581606e-10, 3.1384810639984592e-11, 3.3690707260928364e-12,
+    3.4940877850358462e-13, 3.5086321792224701e-14, 3.4178888878991578e-15, 3.2354653634041317e-16,
+    2.9808388313915025e-17, 2.6764593962268388e-18, 2.3450037815481705e-19, 2.0071417954500463e-20,
+    1.6800109566112475e-21, 1.3764361581987798e-22, 1.1048090096793055e-23, 8.694678904000764e-25,
+    6.7139350833413296e-26, 5.0904575946998779e-27, 3.7920204208701155e-28, 2.7770137426985189e-29,
+    2.0004209159697406e-30, 1.4181688004031029e-31, 9.8994470951677155e-33,)
+
+
+def regular_simplex_internal_angles_mp(count: int, digits: int = 50) -> list:
+    """beta_0 .. beta_{count-1} (mpmath numbers) from the angle-sum relation of the regular simplex.
+
+    For a vertex v of the regular j-simplex T_j, sum over faces F of T_j containing v of
+    (-1)^dim F beta(v, F) gamma(F, T_j) = 0 (j >= 1), which with the symmetric face counts reads
+    sum_{k=0}^{j} (-1)^k C(j, k) beta_k gamma(k + 1, j + 1) = 0, triangular in beta_j.
+    The alternating sum cancels badly, hence the extended precision.
+    """
+    import mpmath as mp
+
+    with mp.workdps(digits):
+        def gamma_mp(k, vertices):
+            f = lambda x: mp.exp(-k * x * x + (vertices - k) * mp.log(mp.ncdf(mp.sqrt(2) * x)))
+            return mp.sqrt(mp.mpf(k) / mp.pi) * mp.quad(f, [-mp.inf, 0, mp.inf])
+
+        betas = [mp.mpf(1)]
+        for j in range(1, count):
+            total = sum((-1) ** k * mp.binomial(j, k) * betas[k] * gamma_mp(k + 1, j + 1) for k in range(j))
+            betas.append(-total * (-1) ** j)
+        return betas
+
+
+def log_simplex_external_angle(k: int, vertices: int) -> float:
+    """log gamma(k, N): external angle of the regular simplex with N vertices at a face with k vertices.
+
+    gamma = sqrt(k / pi) int exp(-k x^2) Phi(sqrt 2 x)^(N - k) dx (Hadwiger, Ruben), in logs for large N.
+    """
+    from scipy.special import log_ndtr
+
+    x = np.linspace(-12.0, 12.0, 12001)
+    log_f = -k * x * x + (vertices - k) * log_ndtr(math.sqrt(2.0) * x)
+    top = log_f.max()
+    return 0.5 * math.log(k / math.pi) + top + math.log(np.trapezoid(np.exp(log_f - top), x))
+
+
+def gaussian_vertex_probability(n: int, d: int) -> float:
+    """P(one of n i.i.d. standard Gaussian points in R^d is a vertex of their convex hull), exact.
+
+    A Gaussian polytope has the f-vector law of a random d-projection of the regular simplex with n
+    vertices (Baryshnikov and Vitale 1994), whose expected vertex count is (Affentranger and Schneider 1992)
+    E f_0 = 2 n sum_{s >= 0} C(n - 1, j) beta_j gamma(j + 1, n),  j = d - 1 - 2s >= 0.
+    """
+    from scipy.special import gammaln
+
+    n, d = _check_n(n), _check_n(d)
+    if n <= d + 1:
+        return 1.0
+    if d > len(SIMPLEX_INTERNAL_ANGLES):  # beyond the table every key is a vertex to within 1e-4 for n <= 1e6
+        return 1.0
+    total = 0.0
+    for j in range(d - 1, -1, -2):
+        log_term = (gammaln(n) - gammaln(j + 1) - gammaln(n - j) + math.log(SIMPLEX_INTERNAL_ANGLES[j])
+                    + log_simplex_external_angle(j + 1, n))
+        total += math.exp(log_term)
+    return min(2.0 * total, 1.0)
+
+
+def _bivariate_upper(h, k, rho: float):
+    """P(X > h, Y > k) for standard normals with correlation rho (|rho| < 1), by Owen's T."""
+    from scipy.special import ndtr, owens_t
+
+    s = math.sqrt(1.0 - rho * rho)
+    lo_h, lo_k = -h, -k  # the upper orthant at (h, k) is the lower orthant at (-h, -k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a_h = np.where(lo_h == 0, np.inf, (lo_k - rho * lo_h) / (lo_h * s))
+        a_k = np.where(lo_k == 0, np.inf, (lo_h - rho * lo_k) / (lo_k * s))
+    shift = np.where((lo_h * lo_k > 0) | ((lo_h * lo_k == 0) & (lo_h + lo_k >= 0)), 0.0, 0.5)
+    return 0.5 * (ndtr(lo_h) + ndtr(lo_k)) - owens_t(lo_h, a_h) - owens_t(lo_k, a_k) - shift
+
+
+def _query_correlations(d: int, nodes: int):
+    """Quadrature (rho, weight) for the cosine between two independent Gaussian queries in R^d."""
+    from scipy.special import roots_jacobi, roots_legendre
+
+    if d == 2:  # the angle is uniform on [0, pi]
+        theta, w = roots_legendre(nodes)
+        return np.cos((theta + 1) * math.pi / 2), w / 2
+    a = (d - 3) / 2  # density of rho proportional to (1 - rho^2)^((d - 3) / 2)
+    rho, w = roots_jacobi(nodes, a, a)
+    return rho, w / w.sum()
+
+
+def gaussian_collision_probability(n: int, d: int, grid: int = 120, nodes: int = 16) -> float:
+    """E[sum_j g_j^2] for n Gaussian keys in R^d: P(two independent Gaussian queries pick the same key).
+
+    For queries at correlation rho the n keys' score pairs are i.i.d. bivariate normal, so
+    P(same | rho) = n E[F_rho(X, Y)^(n - 1)], (X, Y) one key's pair and F_rho its joint CDF;
+    then average over rho. Exact up to quadrature (grid x grid points, `nodes` values of rho).
+    """
+    from scipy.special import ndtr
+
+    n, d = _check_n(n), _check_n(d)
+    if d == 1:
+        return 0.5  # the two queries pick the same of the two extreme keys iff their signs agree
+    x = np.linspace(-8.5, 9.5, grid)
+    y = np.linspace(-8.5, 8.5, grid)
+    wx = (x[1] - x[0]) * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    wy = (y[1] - y[0]) * np.exp(-y * y / 2) / math.sqrt(2 * math.pi)
+    total = 0.0
+    for rho, weight in zip(*_query_correlations(d, nodes)):
+        s = math.sqrt(max(1.0 - rho * rho, 1e-300))
+        a, b = x[:, None], rho * x[:, None] + s * y[None, :]  # (grid, grid): one key's two scores
+        missed = np.clip(ndtr(-a) + ndtr(-b) - _bivariate_upper(a, b, rho), 0.0, 1.0 - 1e-16)
+        total += weight * n * np.sum(wx[:, None] * wy[None, :] * np.exp((n - 1) * np.log1p(-missed)))
+    return float(total)
+
+
+def mean_field_win_weights(n: int, d: int, nodes: int = 160) -> np.ndarray:
+    """f(R_i) / mean f: expected share of a key with norm R (equal-probability chi_d quantiles R_i).
+
+    f(R) = E_B[Phi(R B)^(n - 1)], B the cosine between a uniform direction and the key: the key's
+    projection on a random query direction is R B, the other keys' are i.i.d. N(0, 1).
+    """
+    from scipy.special import log_ndtr, roots_jacobi
+    from scipy.stats import chi
+
+    radius = chi.ppf((np.arange(nodes) + 0.5) / nodes, d)
+    a = (d - 3) / 2
+    cos, w = roots_jacobi(64, a, a)
+    f = np.exp((n - 1) * log_ndtr(radius[:, None] * cos[None, :])) @ (w / w.sum())
+    return f / f.mean()
+
+
+def beta_miss_probability(n: int, mean, shape: float):
+    """E[(1 - g)^n] for g ~ Beta(shape, shape (1/mean - 1)) (mean `mean`), stably: prod_i 1 - a / (a + b + i)."""
+    mean = np.clip(np.atleast_1d(np.asarray(mean, dtype=float)), 1e-300, 1 - 1e-12)[:, None]
+    steps = np.arange(n)[None, :]
+    return np.exp(np.sum(np.log1p(-shape / (shape / mean + steps)), axis=1))
+
+
+def poisson_voronoi_shape(d: int) -> float:
+    """Gamma shape of the (normalised) cell size of a Poisson-Voronoi cell in d - 1 dimensions.
+
+    (3m + 1) / 2 with m = d - 1 (Ferenc and Neda 2007): exact for m = 1 (a cell is half the sum of
+    two exponential gaps), within 2 % of simulations for m = 2, 3; used for spherical Voronoi cells.
+    """
+    return (3 * (d - 1) + 1) / 2
+
+
+def sphere_d2_rank_fraction(n: int) -> float:
+    """Exact E[hardmax rank] / n for n unit keys on the circle (d_h = 2) and Gaussian queries.
+
+    A query picks the key nearest in angle, so g_j is half the two arcs next to key j: g = X / 2,
+    X ~ Beta(2, n - 2) (sum of two uniform spacings), and E[(1 - X/2)^n] is a one-dimensional integral.
+    The n -> infinity limit is 1 - E[exp(-G / 2)] = 1 - (2/3)^2 = 5/9, G ~ Gamma(2).
+    """
+    from scipy.integrate import quad
+    from scipy.special import betaln
+
+    n = _check_n(n)
+    if n <= 2:
+        return 1.0 if n == 1 else 1.0 - 0.5 ** 2  # two keys: each half circle; rank 1 only if both rows agree
+    log_norm = betaln(2, n - 2)
+    f = lambda x: math.exp(n * math.log1p(-x / 2) + math.log(x) + (n - 3) * math.log1p(-x) - log_norm)
+    miss, _ = quad(f, 0, 1, points=[min(1.0, 4.0 / n)], limit=200)
+    return 1.0 - miss
+
+
+BRIDGE_POWER = 10.0  # weight pi^q of the mean-field closure; calibrated on n not in the chapter's grid
+
+
+def _beta_closure(n: int, vertex: float, collision: float) -> float:
+    """rank / n when g = 0 off the vertices and Beta on them, with P(vertex) and E[sum g^2] matched."""
+    m = 1.0 / (n * vertex)
+    var = collision / (n * vertex) - m * m
+    shape = 1e8 if var <= 1e-15 else max(m * (1 - m) / var - 1, 1e-12) * m
+    return vertex * (1.0 - float(beta_miss_probability(n, m, shape)[0]))
+
+
+def _mean_field_closure(n: int, d: int, vertex: float, collision: float) -> float:
+    """rank / n when the shares are f(R) / mean f times an independent Beta factor that makes up E[sum g^2]."""
+    weights = mean_field_win_weights(n, d)
+    excess = vertex * n * collision / np.mean(weights**2) - 1.0
+    shape = 1.0 / excess if excess > 1e-8 else 1e8
+    return vertex * (1.0 - float(np.mean(beta_miss_probability(n, weights / (n * vertex), shape))))
+
+
+def predicted_rank_fraction(n: int, d: int, keys: str = "gaussian", bridge: float = BRIDGE_POWER) -> float:
+    """Predicted E[hardmax rank] / n for Gaussian queries and Gaussian or unit-sphere keys in R^d.
+
+    d = 1 is exact for both; sphere keys use a Beta law of spherical Voronoi cells (exact closed form at
+    d = 2); Gaussian keys blend the vertex/Beta closure and the mean-field norm closure with weight pi^bridge.
+    """
+    n, d = _check_n(n), _check_n(d)
+    if keys not in ("gaussian", "sphere"):
+        raise ValueError(f"keys must be 'gaussian' or 'sphere'; got {keys!r}")
+    if d == 1:  # the argmax is the largest or the smallest key (ties on the sphere go to the first index)
+        return 2 * (1 - 0.5**n) / n if keys == "gaussian" else (1 + (1 - 0.5 ** (n - 1)) ** 2) / n
+    if keys == "sphere":
+        if d == 2:
+            return sphere_d2_rank_fraction(n)
+        shape = poisson_voronoi_shape(d)
+        return 1.0 - float(beta_miss_probability(n, 1.0 / n, shape)[0])
+    vertex = gaussian_vertex_probability(n, d)
+    collision = gaussian_collision_probability(n, d)
+    weight = vertex**bridge
+    hull = _beta_closure(n, vertex, collision) if weight < 1 else 0.0
+    norms = _mean_field_closure(n, d, vertex, collision) if weight > 0 else 0.0
+    return (1 - weight) * hull + weight * norms
