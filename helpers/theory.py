@@ -371,7 +371,8 @@ def sym_norm_critical() -> dict:
 # Internal angle beta_j at a vertex of the regular j-simplex (fraction of the full solid angle), j = 0..40.
 # Computed by `regular_simplex_internal_angles_mp` (mpmath, 50 digits) and pinned by a unit test that
 # recomputes the first ones; they are mathematical constants, stored because the recursion takes minutes.
-SIMPLEX_INTERNAL_ANGLES: tuple[float, ...] = (1.0, 0.5, 0.16666666666666667, 0.043869914022955453,
+SIMPLEX_INTERNAL_ANGLES: tuple[float, ...] = (
+    1.0, 0.5, 0.16666666666666667, 0.043869914022955453,
     0.0097846883724168781, 0.0019220437369843493, 0.00034069513969111475, 5.5409353698599424e-5,
     8.3688410966660502e-6, 1.1846594030482453e-6, 1.5830186649790236e-7, 2.008396792458658e-8,
     2.4307557157124749e-9, 2.8176006883581606e-10, 3.1384810639984592e-11, 3.3690707260928364e-12,
@@ -379,7 +380,10 @@ SIMPLEX_INTERNAL_ANGLES: tuple[float, ...] = (1.0, 0.5, 0.16666666666666667, 0.0
     2.9808388313915025e-17, 2.6764593962268388e-18, 2.3450037815481705e-19, 2.0071417954500463e-20,
     1.6800109566112475e-21, 1.3764361581987798e-22, 1.1048090096793055e-23, 8.694678904000764e-25,
     6.7139350833413296e-26, 5.0904575946998779e-27, 3.7920204208701155e-28, 2.7770137426985189e-29,
-    2.0004209159697406e-30, 1.4181688004031029e-31, 9.8994470951677155e-33,)
+    2.0004209159697406e-30, 1.4181688004031029e-31, 9.8994470951677155e-33, 6.8072398176900406e-34,
+    4.6131472565560565e-35, 3.0822523560665044e-36, 2.0311986208150754e-37, 1.3207167416931082e-38,
+    8.476018288611782e-40,
+)
 
 
 def regular_simplex_internal_angles_mp(count: int, digits: int = 50) -> list:
@@ -464,7 +468,7 @@ def _query_correlations(d: int, nodes: int):
     return rho, w / w.sum()
 
 
-def gaussian_collision_probability(n: int, d: int, grid: int = 120, nodes: int = 16) -> float:
+def gaussian_collision_probability(n: int, d: int, grid: int = 80, nodes: int = 12) -> float:
     """E[sum_j g_j^2] for n Gaussian keys in R^d: P(two independent Gaussian queries pick the same key).
 
     For queries at correlation rho the n keys' score pairs are i.i.d. bivariate normal, so
@@ -506,10 +510,19 @@ def mean_field_win_weights(n: int, d: int, nodes: int = 160) -> np.ndarray:
 
 
 def beta_miss_probability(n: int, mean, shape: float):
-    """E[(1 - g)^n] for g ~ Beta(shape, shape (1/mean - 1)) (mean `mean`), stably: prod_i 1 - a / (a + b + i)."""
-    mean = np.clip(np.atleast_1d(np.asarray(mean, dtype=float)), 1e-300, 1 - 1e-12)[:, None]
-    steps = np.arange(n)[None, :]
-    return np.exp(np.sum(np.log1p(-shape / (shape / mean + steps)), axis=1))
+    """E[(1 - g)^n] for g ~ Beta(shape, shape (1/mean - 1)), i.e. mean `mean`: B(a, b + n) / B(a, b).
+
+    `betaln` keeps its accuracy for b >> a; above shape 1e4 (nearly no spread) the second-order delta
+    method (1 - m)^n (1 + n (n - 1) Var g / (2 (1 - m)^2)) is used, as betaln loses digits there.
+    """
+    from scipy.special import betaln
+
+    mean = np.clip(np.atleast_1d(np.asarray(mean, dtype=float)), 1e-300, 1 - 1e-12)
+    if shape > 1e4:
+        var = mean * mean * (1 - mean) / (shape + mean)
+        return np.exp(n * np.log1p(-mean)) * (1 + n * (n - 1) * var / (2 * (1 - mean) ** 2))
+    b = shape * (1 / mean - 1)
+    return np.exp(betaln(shape, b + n) - betaln(shape, b))
 
 
 def poisson_voronoi_shape(d: int) -> float:
