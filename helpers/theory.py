@@ -456,16 +456,20 @@ def _bivariate_upper(h, k, rho: float):
     return 0.5 * (ndtr(lo_h) + ndtr(lo_k)) - owens_t(lo_h, a_h) - owens_t(lo_k, a_k) - shift
 
 
-def _query_correlations(d: int, nodes: int):
-    """Quadrature (rho, weight) for the cosine between two independent Gaussian queries in R^d."""
-    from scipy.special import roots_jacobi, roots_legendre
+def _cosine_nodes(d: int, nodes: int):
+    """Quadrature (cos, weight) for the cosine between a uniform direction in R^d and a fixed one.
 
-    if d == 2:  # the angle is uniform on [0, pi]
-        theta, w = roots_legendre(nodes)
-        return np.cos((theta + 1) * math.pi / 2), w / 2
-    a = (d - 3) / 2  # density of rho proportional to (1 - rho^2)^((d - 3) / 2)
-    rho, w = roots_jacobi(nodes, a, a)
-    return rho, w / w.sum()
+    Its density is proportional to (1 - c^2)^((d - 3) / 2) (Gauss-Jacobi); above d = 2000 it is
+    N(0, 1/d) to well within the quadrature error (Gauss-Hermite), where Jacobi nodes lose accuracy.
+    """
+    from scipy.special import roots_jacobi
+
+    if d >= 2000:
+        z, w = np.polynomial.hermite_e.hermegauss(nodes)
+        return np.clip(z / math.sqrt(d), -1 + 1e-12, 1 - 1e-12), w / w.sum()
+    a = (d - 3) / 2
+    cos, w = roots_jacobi(nodes, a, a)
+    return cos, w / w.sum()
 
 
 def gaussian_collision_probability(n: int, d: int, grid: int = 80, nodes: int = 12) -> float:
@@ -485,7 +489,7 @@ def gaussian_collision_probability(n: int, d: int, grid: int = 80, nodes: int = 
     wx = (x[1] - x[0]) * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
     wy = (y[1] - y[0]) * np.exp(-y * y / 2) / math.sqrt(2 * math.pi)
     total = 0.0
-    for rho, weight in zip(*_query_correlations(d, nodes)):
+    for rho, weight in zip(*_cosine_nodes(d, nodes)):  # the two queries' cosine
         s = math.sqrt(max(1.0 - rho * rho, 1e-300))
         a, b = x[:, None], rho * x[:, None] + s * y[None, :]  # (grid, grid): one key's two scores
         missed = np.clip(ndtr(-a) + ndtr(-b) - _bivariate_upper(a, b, rho), 0.0, 1.0 - 1e-16)
@@ -499,13 +503,12 @@ def mean_field_win_weights(n: int, d: int, nodes: int = 160) -> np.ndarray:
     f(R) = E_B[Phi(R B)^(n - 1)], B the cosine between a uniform direction and the key: the key's
     projection on a random query direction is R B, the other keys' are i.i.d. N(0, 1).
     """
-    from scipy.special import log_ndtr, roots_jacobi
+    from scipy.special import log_ndtr
     from scipy.stats import chi
 
     radius = chi.ppf((np.arange(nodes) + 0.5) / nodes, d)
-    a = (d - 3) / 2
-    cos, w = roots_jacobi(64, a, a)
-    f = np.exp((n - 1) * log_ndtr(radius[:, None] * cos[None, :])) @ (w / w.sum())
+    cos, w = _cosine_nodes(d, 64)
+    f = np.exp((n - 1) * log_ndtr(radius[:, None] * cos[None, :])) @ w
     return f / f.mean()
 
 
@@ -572,6 +575,22 @@ def _mean_field_closure(n: int, d: int, vertex: float, collision: float) -> floa
     return vertex * (1.0 - float(np.mean(beta_miss_probability(n, weights / (n * vertex), shape))))
 
 
+def gaussian_closures(n: int, d: int) -> dict:
+    """The exact pieces (vertex probability, collision probability) and both closures' rank / n, Gaussian keys."""
+    n, d = _check_n(n), _check_n(d)
+    vertex = gaussian_vertex_probability(n, d)
+    collision = gaussian_collision_probability(n, d)
+    return {"vertex": vertex, "collision": collision, "hull": _beta_closure(n, vertex, collision),
+            "norms": _mean_field_closure(n, d, vertex, collision)}
+
+
+def bridge_closures(closures: dict, bridge: float) -> float:
+    """(1 - w) hull + w norms with w = vertex^bridge (bridge = inf: the norm closure only once every key is a vertex)."""
+    vertex = closures["vertex"]
+    weight = (1.0 if vertex >= 1.0 else 0.0) if math.isinf(bridge) else vertex**bridge
+    return (1 - weight) * closures["hull"] + weight * closures["norms"]
+
+
 def predicted_rank_fraction(n: int, d: int, keys: str = "gaussian", bridge: float = BRIDGE_POWER) -> float:
     """Predicted E[hardmax rank] / n for Gaussian queries and Gaussian or unit-sphere keys in R^d.
 
@@ -586,11 +605,82 @@ def predicted_rank_fraction(n: int, d: int, keys: str = "gaussian", bridge: floa
     if keys == "sphere":
         if d == 2:
             return sphere_d2_rank_fraction(n)
-        shape = poisson_voronoi_shape(d)
-        return 1.0 - float(beta_miss_probability(n, 1.0 / n, shape)[0])
-    vertex = gaussian_vertex_probability(n, d)
-    collision = gaussian_collision_probability(n, d)
-    weight = vertex**bridge
-    hull = _beta_closure(n, vertex, collision) if weight < 1 else 0.0
-    norms = _mean_field_closure(n, d, vertex, collision) if weight > 0 else 0.0
-    return (1 - weight) * hull + weight * norms
+        return 1.0 - float(beta_miss_probability(n, 1.0 / n, poisson_voronoi_shape(d))[0])
+    return bridge_closures(gaussian_closures(n, d), bridge)
+
+
+def plateau_fraction(n: int) -> float:
+    """The d_h -> infinity limit of E[hardmax rank] / n: uniform choices, 1 - (1 - 1/n)^n."""
+    return expected_hardmax_rank(n) / _check_n(n)
+
+
+def critical_head_dim(n: int, eps: float, keys: str = "gaussian", bridge: float = BRIDGE_POWER,
+                      d_max: int = 2**22) -> int:
+    """Smallest integer d_h whose predicted rank is within eps of the plateau: rank / n >= (1 - eps) plateau.
+
+    Bisection on d (the prediction increases with d); returns d_max + 1 when even d_max falls short.
+    """
+    if not 0 < eps < 1:
+        raise ValueError(f"eps must be in (0, 1); got {eps!r}")
+    target = (1 - eps) * plateau_fraction(n)
+    f = lambda d: predicted_rank_fraction(n, d, keys, bridge) >= target
+    if f(1):
+        return 1
+    if not f(d_max):
+        return d_max + 1
+    lo, hi = 1, d_max  # f(lo) false, f(hi) true
+    while hi - lo > 1:
+        mid = int(round(math.sqrt(lo * hi))) if hi > 2 * lo else (lo + hi) // 2
+        mid = min(max(mid, lo + 1), hi - 1)
+        lo, hi = (mid, hi) if not f(mid) else (lo, mid)
+    return hi
+
+
+def norm_spread_constant(n: int, d: int = 4096) -> float:
+    """kappa(n) = d Var(W) at large d, W = n g: the exact second moment's 1/d coefficient (about t_n^4 / 2)."""
+    return d * (_check_n(n) * gaussian_collision_probability(n, d) - 1.0)
+
+
+def sym_conditional_identity(k: int = 3) -> dict:
+    """E[rank | K] and Var[rank | K] from indicators of missed columns, checked by enumeration for k keys and k rows.
+
+    M_j = 1{no row picks column j}: P(M_j) = (1 - g_j)^n, P(M_j M_l) = (1 - g_j - g_l)^n (j != l), rank = k - sum_j M_j.
+    """
+    import itertools
+
+    import sympy as sp
+
+    n = sp.Symbol("n", positive=True, integer=True)
+    g = sp.symbols(f"g1:{k + 1}", nonnegative=True)
+    missed = [(1 - gj) ** n for gj in g]
+    both = {(j, l): (1 - g[j] - g[l]) ** n for j in range(k) for l in range(k) if j != l}
+    mean = sum(1 - mj for mj in missed)
+    variance = sum(mj * (1 - mj) for mj in missed) + sum(both[j, l] - missed[j] * missed[l] for j, l in both)
+    # enumeration with n = k rows: every choice tuple, weighted by its probability
+    rows = k
+    e1 = e2 = sp.Integer(0)
+    for choice in itertools.product(range(k), repeat=rows):
+        weight = sp.Mul(*[g[c] for c in choice])
+        r = len(set(choice))
+        e1 += weight * r
+        e2 += weight * r * r
+    on_simplex = {g[-1]: 1 - sum(g[:-1])}
+    mean_gap = sp.expand((e1 - mean.subs(n, rows)).subs(on_simplex))
+    var_gap = sp.expand((e2 - e1**2 - variance.subs(n, rows)).subs(on_simplex))
+    j = sp.Symbol("j", positive=True, integer=True)
+    uniform_mean = sp.Sum(1 - (1 - 1 / n) ** n, (j, 1, n)).doit()  # every g_j = 1/n, n keys
+    off_hull = {g[-1]: 0}
+    return {"n": n, "g": g, "mean": mean, "variance": variance, "mean_gap": mean_gap, "var_gap": var_gap,
+            "uniform_mean": uniform_mean, "uniform_limit": sp.limit(uniform_mean / n, n, sp.oo), "off_hull_mean": mean.subs(off_hull), "off_hull_variance": sp.simplify(variance.subs(off_hull))}
+
+
+def sym_sphere_circle() -> dict:
+    """Unit keys on the circle: g = X/2, X ~ Beta(2, n - 2); as n -> infinity n X -> Gamma(2), rank / n -> 5/9."""
+    import sympy as sp
+
+    x, n = sp.symbols("x n", positive=True)
+    density = x * sp.exp(-x)  # Gamma(2): the sum of two exponential gaps, scaled by n
+    miss = sp.integrate(sp.exp(-x / 2) * density, (x, 0, sp.oo))
+    limit = sp.simplify(1 - miss)
+    return {"x": x, "gamma_density": density, "miss": miss, "limit": limit,
+            "ratio_to_barrier": sp.simplify(limit / (1 - sp.exp(-1)))}
