@@ -1,0 +1,420 @@
+"""Chapter 3b (predicting the rank): the identity E[rank | K] = sum_j 1 - (1 - g_j)^n, keys on the sphere,
+and a predictor of E[hardmax rank] / n checked against Monte Carlo over a grid of (n, d_h).
+
+Random heads: queries i.i.d. N(0, I_{d_h}), independent of the keys; keys i.i.d. N(0, I_{d_h}) ("gaussian")
+or uniform on the unit sphere ("sphere"). Every rank here is the hardmax rank (distinct argmax columns).
+
+`analyse(P)` runs everything the chapter shows and returns a `Result`: tidy frames, the numbers the prose
+quotes and the verdicts as data. The verdict sentences are written by the functions at the end of this module.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import seeding, theory
+from . import run_sweep
+
+KEY_KINDS = ("gaussian", "sphere")
+FLOAT32_UNIT = 2.0**-24  # unit roundoff of float32
+
+
+# ------------------------------------------------------------------------------------------------
+# Monte Carlo: hardmax rank with float32 logits, certified row by row
+# ------------------------------------------------------------------------------------------------
+
+
+def sample_keys(n: int, d: int, keys: str, gen: torch.Generator) -> torch.Tensor:
+    """Keys `(n, d)` float32: standard Gaussian, or normalised onto the unit sphere."""
+    if keys not in KEY_KINDS:
+        raise ValueError(f"keys must be one of {KEY_KINDS}; got {keys!r}")
+    k = torch.randn(n, d, generator=gen)
+    return k / k.norm(dim=1, keepdim=True) if keys == "sphere" else k
+
+
+def argmax_winners(q: torch.Tensor, k: torch.Tensor, chunk: int = 1024) -> tuple[torch.Tensor, int]:
+    """Argmax column of every row of q k^T (q `(m, d)`, k `(n, d)`, float32) and how many rows needed float64.
+
+    Each float32 score is within gamma_d |q| |k| of the exact score of these float32 vectors
+    (gamma_d = d u / (1 - d u), u = 2^-24). A row whose top two scores are further apart than twice
+    the largest such error has the same argmax as in exact arithmetic; the other rows (near-ties, and the
+    exact ties of d = 1 sphere keys) are recomputed in float64, whose products of float32 numbers are exact.
+    Ties go to the lowest index, as in `rank.hardmax_rank`.
+    """
+    d = q.shape[1]
+    gamma = d * FLOAT32_UNIT / (1 - d * FLOAT32_UNIT)
+    k_max = k.norm(dim=1).max()
+    winners, fallback = [], 0
+    for start in range(0, q.shape[0], chunk):
+        qc = q[start:start + chunk]
+        scores = qc @ k.T  # (chunk, n) float32
+        if k.shape[0] == 1:
+            winners.append(torch.zeros(qc.shape[0], dtype=torch.long))
+            continue
+        top = scores.topk(2, dim=1)
+        best = top.indices[:, 0].clone()
+        unsure = (top.values[:, 0] - top.values[:, 1]) <= 2.5 * gamma * qc.norm(dim=1) * k_max
+        if unsure.any():
+            best[unsure] = (qc[unsure].double() @ k.double().T).argmax(dim=1)
+            fallback += int(unsure.sum())
+        winners.append(best)
+    return torch.cat(winners), fallback
+
+
+def hardmax_point(n: int, d_head: int, keys: str, trials: int, seed: int) -> list[dict]:
+    """Hardmax rank of `trials` random heads (n queries, n keys, dimension d_head); one row per head."""
+    gen = seeding.torch_generator(seeding.derive_seed(seed, "ch3b_hardmax", n, d_head, keys))
+    rows = []
+    for trial in range(trials):
+        k = sample_keys(n, d_head, keys, gen)
+        q = torch.randn(n, d_head, generator=gen)
+        winners, fallback = argmax_winners(q, k)
+        rows.append({"trial": trial, "rank": int(torch.unique(winners).numel()), "fallback_rows": fallback})
+    return rows
+
+
+def trials_for_rows(n: int, rows: int, minimum: int = 4) -> int:
+    """Heads per grid point so that every n gets about `rows` query rows in total (at least `minimum` heads)."""
+    return max(minimum, -(-rows // n))
+
+
+def grid_mc(name: str, n_values, d_values, keys_kinds, rows: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (keys, n, d_head): mean hardmax rank / n, its standard error and trials; and the per-head rows."""
+    configs = [{"n": int(n), "d_head": int(d), "keys": k, "trials": trials_for_rows(int(n), rows)}
+               for k in keys_kinds for n in n_values for d in d_values]
+    raw = run_sweep(name, hardmax_point, configs, seeds=[seed])
+    raw["fraction"] = raw["rank"] / raw["n"]
+    out = raw.groupby(["keys", "n", "d_head"]).agg(mc=("fraction", "mean"), sd=("fraction", "std"),
+                                                   trials=("fraction", "size"),
+                                                   fallback_rows=("fallback_rows", "sum")).reset_index()
+    out["se"] = out["sd"] / np.sqrt(out["trials"])
+    return out, raw
+
+
+# ------------------------------------------------------------------------------------------------
+# The identity, checked for fixed keys
+# ------------------------------------------------------------------------------------------------
+
+
+def win_probabilities(k: torch.Tensor, queries: int, gen: torch.Generator, chunk: int = 8192) -> np.ndarray:
+    """Estimate g_j `(n,)`: the share of `queries` fresh Gaussian queries whose argmax is key j."""
+    counts = torch.zeros(k.shape[0], dtype=torch.long)
+    done = 0
+    while done < queries:
+        size = min(chunk, queries - done)
+        winners, _ = argmax_winners(torch.randn(size, k.shape[1], generator=gen), k)
+        counts += torch.bincount(winners, minlength=k.shape[0])
+        done += size
+    return counts.numpy() / queries
+
+
+def identity_point(n: int, d_head: int, keys: str, queries: int, replicates: int, seed: int) -> dict:
+    """For one fixed key set: E[rank | K] and Var[rank | K] from estimated g_j, against fresh query sets.
+
+    The predicted mean's standard error comes from the multinomial error of the estimated g_j (delta method);
+    its plug-in bias, of order n^2 g / queries, is removed to first order.
+    """
+    gen = seeding.torch_generator(seeding.derive_seed(seed, "ch3b_identity", n, d_head, keys))
+    k = sample_keys(n, d_head, keys, gen)
+    g = win_probabilities(k, queries, gen)
+    missed = (1 - g) ** n
+    bias = n * (n - 1) / 2 * (1 - g) ** max(n - 2, 0) * g * (1 - g) / queries  # E[(1 - g_hat)^n] - (1 - g)^n
+    predicted = float(np.sum(1 - missed + bias))
+    grad = n * (1 - g) ** (n - 1)
+    pred_se = math.sqrt(max(np.sum(grad**2 * g) - np.sum(grad * g) ** 2, 0.0) / queries)
+    ranks = []
+    for _ in range(replicates):
+        winners, _ = argmax_winners(torch.randn(n, d_head, generator=gen), k)
+        ranks.append(int(torch.unique(winners).numel()))
+    ranks = np.array(ranks, dtype=float)
+    predicted_var = theory.hardmax_rank_variance_from_probs(g, rows=n)
+    return {"predicted": predicted, "predicted_se": pred_se, "predicted_var": predicted_var,
+            "measured": float(ranks.mean()), "measured_se": float(ranks.std(ddof=1) / math.sqrt(replicates)),
+            "measured_var": float(ranks.var(ddof=1)), "vertices_hit": int((g > 0).sum()),
+            # the spread of the measured mean under the identity itself (the sample spread can be 0 by chance)
+            "combined_se": math.sqrt(predicted_var / replicates + pred_se**2)}
+
+
+# ------------------------------------------------------------------------------------------------
+# Knees (saturation points) and fits
+# ------------------------------------------------------------------------------------------------
+
+FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
+
+
+def knee_from_curve(d_values, fractions, level: float) -> float:
+    """Smallest d at which `fractions` (in d order) reaches `level`, interpolated linearly in log d; NaN if never."""
+    d = np.asarray(d_values, dtype=float)
+    r = np.asarray(fractions, dtype=float)
+    order = np.argsort(d)
+    d, r = d[order], r[order]
+    above = np.flatnonzero(r >= level)
+    if above.size == 0:
+        return float("nan")
+    i = int(above[0])
+    if i == 0:
+        return float(d[0])
+    frac = (level - r[i - 1]) / (r[i] - r[i - 1])
+    return float(math.exp(math.log(d[i - 1]) + frac * (math.log(d[i]) - math.log(d[i - 1]))))
+
+
+def measured_knees(raw: pd.DataFrame, eps_values, bootstrap: int, seed: int) -> pd.DataFrame:
+    """Knee d*(n, eps) of the Monte Carlo curves (plateau: the exact 1 - (1 - 1/n)^n), with 95 % bootstrap
+    intervals that resample the heads at every grid point."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (keys, n), part in raw.groupby(["keys", "n"]):
+        groups = {d: g["fraction"].to_numpy() for d, g in part.groupby("d_head")}
+        ds = np.array(sorted(groups))
+        plateau = theory.plateau_fraction(int(n))
+        means = np.array([groups[d].mean() for d in ds])
+        boots = np.array([[rng.choice(groups[d], groups[d].size).mean() for d in ds] for _ in range(bootstrap)])
+        for eps in eps_values:
+            level = (1 - eps) * plateau
+            samples = np.array([knee_from_curve(ds, b, level) for b in boots]) if bootstrap else np.array([])
+            low = high = float("nan")
+            if samples.size and np.isfinite(samples).mean() >= 0.975:
+                low, high = np.nanpercentile(samples, [2.5, 97.5])
+            rows.append({"keys": keys, "n": int(n), "eps": eps, "knee": knee_from_curve(ds, means, level),
+                         "knee_low": float(low), "knee_high": float(high)})
+    return pd.DataFrame(rows)
+
+
+def fit_forms(n_values, knees) -> list[dict]:
+    """Fit a + b log n, a + b (log n)^2 and c n^alpha to knee(n) with one loss for all: the RMS of log(knee / fit).
+
+    Nonlinear least squares on log(knee) (the linear forms must stay positive); NaN knees are left out.
+    """
+    from scipy.optimize import least_squares
+
+    n = np.asarray(n_values, dtype=float)
+    y = np.asarray(knees, dtype=float)
+    ok = np.isfinite(y) & (y > 0)
+    n, y = n[ok], y[ok]
+    out = []
+    for form in FIT_FORMS:
+        if n.size < 3:
+            out.append({"form": form, "points": int(n.size), "a": None, "b": None, "rms_log": None})
+            continue
+        x = np.log(n) if form != "a + b (log n)^2" else np.log(n) ** 2
+        if form == "c n^alpha":
+            b, log_c = np.polyfit(np.log(n), np.log(y), 1)  # exact minimiser of the log loss for this form
+            a, rms = math.exp(log_c), float(np.sqrt(np.mean((np.log(y) - log_c - b * np.log(n)) ** 2)))
+        else:
+            b0, a0 = np.polyfit(x, y, 1)
+            resid = lambda p: np.log(np.maximum(p[0] + p[1] * x, 1e-9)) - np.log(y)
+            sol = least_squares(resid, [a0 if np.all(a0 + b0 * x > 0) else y.min(), max(b0, 1e-6)])
+            a, b = sol.x
+            rms = float(np.sqrt(np.mean(resid(sol.x) ** 2)))
+        out.append({"form": form, "points": int(n.size), "a": float(a), "b": float(b), "rms_log": rms})
+    return out
+
+
+def effective_exponent(n_values, d_values) -> float:
+    """Slope of log d* against log n (least squares): the power of n that d* looks like over this range."""
+    n = np.asarray(n_values, dtype=float)
+    d = np.asarray(d_values, dtype=float)
+    ok = np.isfinite(d) & (d > 0)
+    return float(np.polyfit(np.log(n[ok]), np.log(d[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
+
+
+# ------------------------------------------------------------------------------------------------
+# Verdicts: rules on data, sentences in plain English
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    """A conclusion as data (`passed` against `threshold`, from `value`) and the sentence that states it."""
+
+    name: str
+    passed: bool
+    value: float
+    threshold: float
+    text: str
+    details: dict = field(default_factory=dict)
+
+
+IDENTITY_Z = 3.0  # |measured - predicted| / combined standard error below this counts as agreement
+
+
+def identity_verdict(table: pd.DataFrame, z_max: float = IDENTITY_Z) -> Verdict:
+    """The identity holds when every case agrees within z_max combined standard errors.
+
+    `table` has columns measured, predicted and combined_se (the standard error of the measured mean under
+    the identity's own variance, plus the error of the estimated g_j).
+    """
+    z = (table["measured"] - table["predicted"]).abs() / table["combined_se"]
+    worst = float(z.max())
+    cases, bad = len(table), int((z >= z_max).sum())
+    if bad == 0:
+        text = (f"the predicted E[rank | K] agrees with the measured mean in all {cases} cases "
+                f"(largest deviation {worst:.1f} standard errors, threshold {z_max:g})")
+    else:
+        text = (f"the predicted E[rank | K] misses the measured mean in {bad} of {cases} cases "
+                f"(largest deviation {worst:.1f} standard errors, threshold {z_max:g})")
+    return Verdict("identity", bad == 0, worst, z_max, text, {"cases": cases, "failed": bad})
+
+
+def accuracy_verdict(errors: pd.DataFrame, goal: float, family: str) -> Verdict:
+    """The predictor meets the goal for a key family when its largest absolute error on the held-out grid is <= goal.
+
+    `errors` has columns n, d_head, error (predicted - measured, in rank / n).
+    """
+    i = errors["error"].abs().idxmax()
+    worst, n, d = float(abs(errors.loc[i, "error"])), int(errors.loc[i, "n"]), int(errors.loc[i, "d_head"])
+    sign = "above" if errors.loc[i, "error"] > 0 else "below"
+    points = len(errors)
+    met = worst <= goal
+    text = (f"for {family} keys the largest error over the {points} held-out grid points is {worst:.3f} in rank / n "
+            f"(the prediction is {sign} the measurement at n = {n}, d_h = {d}), "
+            + ("within" if met else "above") + f" the goal of {goal:g}")
+    return Verdict(f"accuracy_{family}", met, worst, goal, text, {"n": n, "d_head": d, "points": points})
+
+
+FLAT_RATIO = 1.5  # sphere knees count as flat when the largest-n knee is below this multiple of the smallest-n knee
+
+
+def flat_knee_verdict(knees: pd.DataFrame, ratio_max: float = FLAT_RATIO) -> Verdict:
+    """Whether knee(n) stays flat: the knee at the largest n over the knee at the smallest n, below ratio_max.
+
+    `knees` has columns n, knee for one key family and one eps.
+    """
+    part = knees.dropna(subset=["knee"]).sort_values("n")
+    if len(part) < 2:
+        return Verdict("sphere_flat", False, float("nan"), ratio_max,
+                       "cannot be judged (fewer than two knees on the grid)")
+    first, last = part.iloc[0], part.iloc[-1]
+    ratio = float(last.knee / first.knee)
+    flat = ratio < ratio_max
+    text = (f"the knee goes from {first.knee:.2g} at n = {int(first.n)} to {last.knee:.2g} at n = {int(last.n)} "
+            f"(a factor {ratio:.2f}), so it " + ("does not grow with n" if flat else "grows with n")
+            + f" (threshold: a factor {ratio_max:g})")
+    return Verdict("sphere_flat", flat, ratio, ratio_max, text, {"n_min": int(first.n), "n_max": int(last.n)})
+
+
+def growth_verdict(exponent: float, n_low: float, n_high: float, fits: list[dict]) -> Verdict:
+    """How the predicted critical d_h grows, in words: its effective power of n and the best fitted form."""
+    judged = [f for f in fits if f.get("rms_log") is not None]
+    best = min(judged, key=lambda f: f["rms_log"])["form"] if judged else None
+    text = (f"over n from {n_low:.3g} to {n_high:.3g} the predicted critical d_h grows like n^{exponent:.2f}")
+    if best is not None:
+        text += f"; of the three forms fitted to the measured knees with one loss, {best} fits best"
+    faster = exponent > 0 and best != "a + b log n"
+    return Verdict("growth", faster, exponent, 0.0, text, {"best_form": best})
+
+
+# ------------------------------------------------------------------------------------------------
+# The chapter's analysis
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """Everything chapter 3b shows. Frames are tidy; `numbers` feed the prose; `verdicts` carry their data."""
+
+    grid: pd.DataFrame          # keys, n, d_head, mc, se, trials, predicted, error
+    calibration: pd.DataFrame   # bridge, max_error on the calibration n values (Gaussian keys)
+    bridge: float
+    identity: pd.DataFrame      # keys, n, d_head, predicted, predicted_se, measured, measured_se, variances
+    sphere_d2: pd.DataFrame     # n, closed_form, mc, se
+    knees: pd.DataFrame         # keys, n, eps, knee, knee_low, knee_high (Monte Carlo)
+    critical: pd.DataFrame      # eps, n, d_star, kappa_form (predicted, Gaussian keys)
+    sphere_critical: pd.DataFrame  # eps, n, d_star (predicted, sphere keys)
+    fits: pd.DataFrame          # eps, form, a, b, rms_log (measured Gaussian knees)
+    kappa: pd.DataFrame         # n, kappa, t4_half
+    predictor_seconds: float
+    numbers: dict
+    verdicts: dict
+
+
+def _predict_grid(mc: pd.DataFrame, bridge_values) -> tuple[pd.DataFrame, dict]:
+    """Predictions for every row of `mc`; Gaussian closures once per point, blended for every bridge value."""
+    import time
+
+    rows, closures = [], {}
+    start = time.perf_counter()
+    for r in mc.itertuples():
+        if r.keys == "gaussian" and r.d_head > 1:
+            closures[(r.n, r.d_head)] = theory.gaussian_closures(int(r.n), int(r.d_head))
+        rows.append(theory.predicted_rank_fraction(int(r.n), int(r.d_head), r.keys)
+                    if (r.keys == "sphere" or r.d_head == 1) else None)
+    seconds = (time.perf_counter() - start) / max(len(mc), 1)
+    by_bridge = {}
+    for bridge in bridge_values:
+        by_bridge[bridge] = [rows[i] if rows[i] is not None
+                             else theory.bridge_closures(closures[(r.n, r.d_head)], bridge)
+                             for i, r in enumerate(mc.itertuples())]
+    return by_bridge, {"seconds_per_point": seconds}
+
+
+def analyse(P) -> Result:
+    """Run chapter 3b with validated parameters P (see the notebook's parameters cell)."""
+    import time
+
+    numbers = {}
+    # --- calibration of the single bridge constant, on n values that are not on the reported grid
+    calib_mc, _ = grid_mc("ch3b_calibration", P.CALIB_N, P.D_GRID, ["gaussian"], P.ROWS, P.SEED + 1)
+    preds, _ = _predict_grid(calib_mc, P.BRIDGES)
+    calibration = pd.DataFrame([{"bridge": b, "max_error": float(np.max(np.abs(np.array(preds[b]) - calib_mc.mc)))}
+                                for b in P.BRIDGES])
+    bridge = float(calibration.sort_values(["max_error", "bridge"]).iloc[0].bridge)
+
+    # --- the held-out grid
+    mc, raw = grid_mc("ch3b_grid", P.N_GRID, P.D_GRID, KEY_KINDS, P.ROWS, P.SEED)
+    t0 = time.perf_counter()
+    preds, timing = _predict_grid(mc, [bridge])
+    mc["predicted"] = preds[bridge]
+    mc["error"] = mc["predicted"] - mc["mc"]
+    grid = mc
+    predictor_seconds = timing["seconds_per_point"]
+
+    # --- the identity for fixed keys
+    identity = run_sweep("ch3b_identity", identity_point,
+                         [{"n": n, "d_head": d, "keys": k, "queries": P.IDENTITY_QUERIES,
+                           "replicates": P.IDENTITY_REPLICATES} for k in KEY_KINDS for n, d in P.IDENTITY_CASES],
+                         seeds=[P.SEED])
+
+    # --- sphere keys, d_h = 2: closed form against the grid's Monte Carlo
+    d2 = grid[(grid["keys"] == "sphere") & (grid.d_head == 2)]
+    sphere_d2 = pd.DataFrame({"n": d2.n.to_numpy(), "closed_form": [theory.sphere_d2_rank_fraction(int(n)) for n in d2.n],
+                              "mc": d2.mc.to_numpy(), "se": d2.se.to_numpy()})
+
+    # --- knees measured on the grid, with bootstrap intervals
+    knees = measured_knees(raw, P.EPS_VALUES, P.BOOTSTRAP, P.SEED)
+    fits = pd.DataFrame([{"eps": eps, **f} for eps in P.EPS_VALUES
+                         for f in fit_forms(*knees[(knees["keys"] == "gaussian") & (knees.eps == eps)][["n", "knee"]].T.to_numpy())])
+
+    # --- the predicted critical d_h against n, and its asymptotic constant
+    critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(int(n), eps, "gaussian", bridge)}
+                             for eps in P.EPS_VALUES for n in P.CRIT_N])
+    sphere_critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(int(n), eps, "sphere")}
+                                    for eps in P.EPS_VALUES for n in P.CRIT_N])
+    kappa = pd.DataFrame([{"n": int(n), "kappa": theory.norm_spread_constant(int(n)),
+                           "t4_half": theory.gaussian_max_level(int(n)) ** 4 / 2} for n in P.CRIT_N])
+    critical = critical.merge(kappa, on="n")
+    critical["asymptotic"] = critical.kappa / (2 * (math.e - 1) * critical.eps)
+
+    # --- numbers and verdicts
+    verdicts = {"identity": identity_verdict(identity)}
+    for family in KEY_KINDS:
+        part = grid[grid["keys"] == family]
+        verdicts[f"accuracy_{family}"] = accuracy_verdict(part, P.GOAL, "Gaussian" if family == "gaussian" else "unit-sphere")
+    sphere_knees = knees[(knees["keys"] == "sphere") & (knees.eps == P.EPS_VALUES[0])]
+    verdicts["sphere_flat"] = flat_knee_verdict(sphere_knees)
+    big = critical[(critical.eps == P.EPS_VALUES[1 if len(P.EPS_VALUES) > 1 else 0]) & (critical.n >= 1000)]
+    exponent = effective_exponent(big.n, big.d_star)
+    eps_mid = P.EPS_VALUES[1 if len(P.EPS_VALUES) > 1 else 0]
+    verdicts["growth"] = growth_verdict(exponent, float(big.n.min()) if len(big) else float("nan"),
+                                        float(big.n.max()) if len(big) else float("nan"),
+                                        fits[fits.eps == eps_mid].to_dict(orient="records"))
+    numbers.update({"bridge": bridge, "predictor_ms": 1e3 * predictor_seconds, "exponent": exponent,
+                    "eps_mid": eps_mid, "fallback_rows": int(grid.fallback_rows.sum()),
+                    "mc_rows": int((raw["n"]).sum()), "max_se": float(grid.se.max()),
+                    "circle_limit": 5 / 9, "circle_ratio": (5 / 9) / theory.BARRIER_FRACTION})
+    return Result(grid=grid, calibration=calibration, bridge=bridge, identity=identity, sphere_d2=sphere_d2,
+                  knees=knees, critical=critical, sphere_critical=sphere_critical, fits=fits, kappa=kappa,
+                  predictor_seconds=predictor_seconds, numbers=numbers, verdicts=verdicts)
