@@ -36,7 +36,7 @@ class NotebookFailure(Exception):
 
 def source_notebooks(names: list[str] | None = None) -> list[Path]:
     """The source notebooks in chapter order, or those named (by stem, file name or path)."""
-    available = sorted(paths.NBS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    available = sorted(paths.NBS_DIR.glob("[0-9][0-9]*_*.ipynb"))
     if not names:
         return available
     by_stem = {p.stem: p for p in available}

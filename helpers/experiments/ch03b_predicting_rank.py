@@ -19,6 +19,7 @@ from .. import seeding, theory
 from . import run_sweep
 
 KEY_KINDS = ("gaussian", "sphere")
+BRIDGE_CANDIDATES = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, math.inf)  # exponents q of the blend weight pi^q
 FLOAT32_UNIT = 2.0**-24  # unit roundoff of float32
 
 
@@ -272,7 +273,7 @@ def accuracy_verdict(errors: pd.DataFrame, goal: float, family: str) -> Verdict:
     text = (f"for {family} keys the largest error over the {points} held-out grid points is {worst:.3f} in rank / n "
             f"(the prediction is {sign} the measurement at n = {n}, d_h = {d}), "
             + ("within" if met else "above") + f" the goal of {goal:g}")
-    return Verdict(f"accuracy_{family}", met, worst, goal, text, {"n": n, "d_head": d, "points": points})
+    return Verdict("accuracy", met, worst, goal, text, {"n": n, "d_head": d, "points": points})
 
 
 FLAT_RATIO = 1.5  # sphere knees count as flat when the largest-n knee is below this multiple of the smallest-n knee
@@ -358,9 +359,9 @@ def analyse(P) -> Result:
     numbers = {}
     # --- calibration of the single bridge constant, on n values that are not on the reported grid
     calib_mc, _ = grid_mc("ch3b_calibration", P.CALIB_N, P.D_GRID, ["gaussian"], P.ROWS, P.SEED + 1)
-    preds, _ = _predict_grid(calib_mc, P.BRIDGES)
+    preds, _ = _predict_grid(calib_mc, BRIDGE_CANDIDATES)
     calibration = pd.DataFrame([{"bridge": b, "max_error": float(np.max(np.abs(np.array(preds[b]) - calib_mc.mc)))}
-                                for b in P.BRIDGES])
+                                for b in BRIDGE_CANDIDATES])
     bridge = float(calibration.sort_values(["max_error", "bridge"]).iloc[0].bridge)
 
     # --- the held-out grid
@@ -418,3 +419,65 @@ def analyse(P) -> Result:
     return Result(grid=grid, calibration=calibration, bridge=bridge, identity=identity, sphere_d2=sphere_d2,
                   knees=knees, critical=critical, sphere_critical=sphere_critical, fits=fits, kappa=kappa,
                   predictor_seconds=predictor_seconds, numbers=numbers, verdicts=verdicts)
+
+
+# ------------------------------------------------------------------------------------------------
+# Recording and gluing
+# ------------------------------------------------------------------------------------------------
+
+
+def list_text(items) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def span_text(values) -> str:
+    """'5' when all values agree, else '5 to 6'."""
+    lo, hi = int(min(values)), int(max(values))
+    return f"{lo}" if lo == hi else f"{lo} to {hi}"
+
+
+def record_and_glue(rec, result: Result, P) -> None:
+    """Record the chapter's tables in the metrics JSON and glue every number and verdict its prose quotes."""
+    from ..record import Formatted
+
+    grid = result.grid
+    rec.record("grid", grid[["keys", "n", "d_head", "mc", "se", "trials", "predicted", "error"]].to_dict(orient="records"))
+    rec.record("calibration", result.calibration.to_dict(orient="records"))
+    rec.record("identity", result.identity.to_dict(orient="records"))
+    rec.record("sphere_d2", result.sphere_d2.to_dict(orient="records"))
+    rec.record("critical_dh", result.critical.to_dict(orient="records"))
+    rec.record("sphere_critical_dh", result.sphere_critical.to_dict(orient="records"))
+    rec.record("knees", result.knees.to_dict(orient="records"))
+    rec.record("sphere_knees", result.knees[result.knees["keys"] == "sphere"].to_dict(orient="records"))
+    rec.record("knee_fits", result.fits.to_dict(orient="records"))
+    rec.record("verdicts", {k: {"passed": v.passed, "value": v.value, "threshold": v.threshold, "text": v.text,
+                                **v.details} for k, v in result.verdicts.items()})
+    for family in KEY_KINDS:
+        v = result.verdicts[f"accuracy_{family}"]
+        rec.glue(f"ch3b_accuracy_{family}", Formatted(v.text))
+        rec.record(f"max_error_{family}", v.value)
+    rec.glue("ch3b_identity_verdict", Formatted(result.verdicts["identity"].text))
+    rec.glue("ch3b_sphere_flat_verdict", Formatted(result.verdicts["sphere_flat"].text))
+    rec.glue("ch3b_growth_verdict", Formatted(result.verdicts["growth"].text))
+    rec.glue("ch3b_identity_queries", P.IDENTITY_QUERIES, "d")
+    rec.glue("ch3b_identity_replicates", P.IDENTITY_REPLICATES, "d")
+    rec.glue("ch3b_circle_ratio", result.numbers["circle_ratio"], ".3f")
+    rec.glue("ch3b_eps_list_pct", Formatted(list_text([f"{100 * e:g}" for e in P.EPS_VALUES])))
+    rec.glue("ch3b_eps_mid_pct", 100 * result.numbers["eps_mid"], "g")
+    sph = result.sphere_critical
+    rec.glue("ch3b_sphere_dstar", Formatted(list_text([span_text(sph[sph.eps == e].d_star) for e in P.EPS_VALUES])))
+    rec.glue("ch3b_crit_n_min", min(P.CRIT_N), "d")
+    rec.glue("ch3b_crit_n_max", max(P.CRIT_N), ",d")
+    rec.glue("ch3b_bridge_candidates", Formatted("{" + ", ".join("∞" if math.isinf(b) else f"{b:g}"
+                                                               for b in BRIDGE_CANDIDATES) + "}"))
+    rec.glue("ch3b_calib_n", Formatted("{" + ", ".join(str(n) for n in P.CALIB_N) + "}"))
+    rec.glue("ch3b_bridge", Formatted("∞" if math.isinf(result.bridge) else f"{result.bridge:g}"))
+    rec.glue("ch3b_predictor_ms", result.numbers["predictor_ms"], ".0f")
+    rec.glue("ch3b_rows", P.ROWS, ",d")
+    rec.glue("ch3b_fallback_rows", result.numbers["fallback_rows"], ",d")
+    rec.glue("ch3b_max_se", result.numbers["max_se"], ".3f")
+    last = result.kappa.sort_values("n").iloc[-1]
+    rec.glue("ch3b_kappa_ratio", float(last.kappa / last.t4_half), ".2f")
+    rec.glue("ch3b_exponent", result.numbers["exponent"], ".2f")
