@@ -615,23 +615,36 @@ def plateau_fraction(n: int) -> float:
 
 
 def critical_head_dim(n: int, eps: float, keys: str = "gaussian", bridge: float = BRIDGE_POWER,
-                      d_max: int = 2**22) -> int:
+                      d_max: int = 2**22, guess: int | None = None) -> int:
     """Smallest integer d_h whose predicted rank is within eps of the plateau: rank / n >= (1 - eps) plateau.
 
-    Bisection on d (the prediction increases with d); returns d_max + 1 when even d_max falls short.
+    Bisection on d (the prediction increases with d), in a bracket grown geometrically from `guess` (for
+    example the asymptotic form); returns d_max + 1 when even d_max falls short.
     """
     if not 0 < eps < 1:
         raise ValueError(f"eps must be in (0, 1); got {eps!r}")
     target = (1 - eps) * plateau_fraction(n)
     f = lambda d: predicted_rank_fraction(n, d, keys, bridge) >= target
+    lo, hi = 1, d_max  # invariant once set up: f(lo) false, f(hi) true
     if f(1):
         return 1
-    if not f(d_max):
-        return d_max + 1
-    lo, hi = 1, d_max  # f(lo) false, f(hi) true
+    start = min(max(int(guess or 2), 2), d_max)
+    if f(start):
+        hi = start
+        while hi > 1 and f(max(hi // 2, 1)):
+            hi = max(hi // 2, 1)
+        if hi == 1:
+            return 1
+        lo = max(hi // 2, 1)
+    else:
+        lo = start
+        while lo < d_max and not f(min(2 * lo, d_max)):
+            lo = min(2 * lo, d_max)
+        if lo >= d_max:
+            return d_max + 1
+        hi = min(2 * lo, d_max)
     while hi - lo > 1:
-        mid = int(round(math.sqrt(lo * hi))) if hi > 2 * lo else (lo + hi) // 2
-        mid = min(max(mid, lo + 1), hi - 1)
+        mid = (lo + hi) // 2
         lo, hi = (mid, hi) if not f(mid) else (lo, mid)
     return hi
 

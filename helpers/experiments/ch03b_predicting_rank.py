@@ -390,12 +390,14 @@ def analyse(P) -> Result:
                          for f in fit_forms(*knees[(knees["keys"] == "gaussian") & (knees.eps == eps)][["n", "knee"]].T.to_numpy())])
 
     # --- the predicted critical d_h against n, and its asymptotic constant
-    critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(int(n), eps, "gaussian", bridge)}
-                             for eps in P.EPS_VALUES for n in P.CRIT_N])
-    sphere_critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(int(n), eps, "sphere")}
-                                    for eps in P.EPS_VALUES for n in P.CRIT_N])
     kappa = pd.DataFrame([{"n": int(n), "kappa": theory.norm_spread_constant(int(n)),
                            "t4_half": theory.gaussian_max_level(int(n)) ** 4 / 2} for n in P.CRIT_N])
+    guess = {n: k for n, k in zip(kappa.n, kappa.kappa)}  # start the search at the asymptotic form
+    critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(
+        int(n), eps, "gaussian", bridge, guess=int(guess[int(n)] / (2 * (math.e - 1) * eps)))}
+        for eps in P.EPS_VALUES for n in P.CRIT_N])
+    sphere_critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(int(n), eps, "sphere")}
+                                    for eps in P.EPS_VALUES for n in P.CRIT_N])
     critical = critical.merge(kappa, on="n")
     critical["asymptotic"] = critical.kappa / (2 * (math.e - 1) * critical.eps)
 
