@@ -552,7 +552,8 @@ def sphere_d2_rank_fraction(n: int) -> float:
         return 1.0 if n == 1 else 1.0 - 0.5 ** 2  # two keys: each half circle; rank 1 only if both rows agree
     log_norm = betaln(2, n - 2)
     f = lambda x: math.exp(n * math.log1p(-x / 2) + math.log(x) + (n - 3) * math.log1p(-x) - log_norm)
-    miss, _ = quad(f, 0, 1, points=[min(1.0, 4.0 / n)], limit=200)
+    upper = min(1.0, 100.0 / n)  # (1 - x)^(n - 3) < e^-90 beyond: the mass sits at x ~ 1/n
+    miss, _ = quad(f, 0, upper, points=[upper / 25, upper / 5], limit=200, epsabs=1e-13)
     return 1.0 - miss
 
 
