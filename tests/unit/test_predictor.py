@@ -148,3 +148,20 @@ def test_bad_arguments_are_rejected():
         theory.critical_head_dim(16, 1.5)
     with pytest.raises(ValueError):
         theory.gaussian_vertex_probability(0, 3)
+
+
+def test_rank_one_logits_give_a_strictly_totally_positive_softmax_numerator():
+    """Chapter 1's witness: with L = a b^T (d_h = 1), sorted distinct a and b, every minor of [exp(a_i b_j)] is positive."""
+    import itertools
+
+    import mpmath as mp
+
+    rng = np.random.default_rng(0)
+    a, b = np.sort(rng.standard_normal(5)), np.sort(rng.standard_normal(5))
+    with mp.workdps(40):
+        kernel = mp.matrix([[mp.exp(mp.mpf(x) * mp.mpf(y)) for y in b] for x in a])
+        for size in range(1, 6):
+            for rows in itertools.combinations(range(5), size):
+                for cols in itertools.combinations(range(5), size):
+                    assert mp.det(kernel.extract(list(rows), list(cols)) if hasattr(kernel, "extract") else
+                                  mp.matrix([[kernel[i, j] for j in cols] for i in rows])) > 0
