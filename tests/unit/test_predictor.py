@@ -72,11 +72,11 @@ def test_vertex_probability_edge_cases():
     assert theory.gaussian_vertex_probability(4096, 16) > theory.vertex_probability_lower_bound(4096, 16)
 
 
-@pytest.mark.parametrize("n, d", [(32, 2), (32, 8), (256, 64)])
+@pytest.mark.parametrize("n, d", [(6, 2), (8, 5), (32, 8), (256, 64)])
 def test_collision_probability_against_simulation(n, d):
     """P(two independent queries pick the same key), fresh keys for every pair."""
     gen = torch.Generator().manual_seed(n * d)
-    pairs = 40_000 if n <= 32 else 8_000
+    pairs = 100_000 if n <= 8 else 40_000 if n <= 32 else 8_000
     k = torch.randn(pairs, n, d, generator=gen, dtype=torch.float64)
     q = torch.randn(pairs, 2, d, generator=gen, dtype=torch.float64)
     winners = (q @ k.transpose(1, 2)).argmax(-1)  # (pairs, 2)
