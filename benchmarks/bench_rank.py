@@ -57,7 +57,7 @@ def hardmax_vs_svd_large(n=4096, d_head=64):
     near-ties) against one SVD-based numerical rank of the softmax at T = sqrt(d_h) (float64), the logits included."""
     import math
 
-    from helpers.experiments.ch03b_predicting_rank import argmax_winners
+    from helpers.hardmax_sampling import argmax_winners
 
     gen = torch.Generator().manual_seed(2)
     q, k = torch.randn(n, d_head, generator=gen), torch.randn(n, d_head, generator=gen)

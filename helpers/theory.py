@@ -557,7 +557,7 @@ def sphere_d2_rank_fraction(n: int) -> float:
     return 1.0 - miss
 
 
-BRIDGE_POWER = 10.0  # weight pi^q of the mean-field closure; calibrated on n not in the chapter's grid
+BRIDGE_POWER = 5.0  # exponent q of the blend weight pi^q; chapter 3b calibrates it on n off its grid (full mode chose 5)
 
 
 def _beta_closure(n: int, vertex: float, collision: float) -> float:

@@ -16,65 +16,15 @@ import pandas as pd
 import torch
 
 from .. import seeding, theory
+from ..hardmax_sampling import KEY_KINDS, argmax_winners, distinct_counts, hardmax_point, sample_keys
 from . import run_sweep
 
-KEY_KINDS = ("gaussian", "sphere")
 BRIDGE_CANDIDATES = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, math.inf)  # exponents q of the blend weight pi^q
-FLOAT32_UNIT = 2.0**-24  # unit roundoff of float32
 
 
 # ------------------------------------------------------------------------------------------------
-# Monte Carlo: hardmax rank with float32 logits, certified row by row
+# Monte Carlo grid (the sampling itself is in helpers.hardmax_sampling, so predictor edits keep it cached)
 # ------------------------------------------------------------------------------------------------
-
-
-def sample_keys(n: int, d: int, keys: str, gen: torch.Generator) -> torch.Tensor:
-    """Keys `(n, d)` float32: standard Gaussian, or normalised onto the unit sphere."""
-    if keys not in KEY_KINDS:
-        raise ValueError(f"keys must be one of {KEY_KINDS}; got {keys!r}")
-    k = torch.randn(n, d, generator=gen)
-    return k / k.norm(dim=1, keepdim=True) if keys == "sphere" else k
-
-
-def argmax_winners(q: torch.Tensor, k: torch.Tensor, chunk: int = 1024) -> tuple[torch.Tensor, int]:
-    """Argmax column of every row of q k^T (q `(m, d)`, k `(n, d)`, float32) and how many rows needed float64.
-
-    Each float32 score is within gamma_d |q| |k| of the exact score of these float32 vectors
-    (gamma_d = d u / (1 - d u), u = 2^-24). A row whose top two scores are further apart than twice
-    the largest such error has the same argmax as in exact arithmetic; the other rows (near-ties, and the
-    exact ties of d = 1 sphere keys) are recomputed in float64, whose products of float32 numbers are exact.
-    Ties go to the lowest index, as in `rank.hardmax_rank`.
-    """
-    d = q.shape[1]
-    gamma = d * FLOAT32_UNIT / (1 - d * FLOAT32_UNIT)
-    k_max = k.norm(dim=1).max()
-    winners, fallback = [], 0
-    for start in range(0, q.shape[0], chunk):
-        qc = q[start:start + chunk]
-        scores = qc @ k.T  # (chunk, n) float32
-        if k.shape[0] == 1:
-            winners.append(torch.zeros(qc.shape[0], dtype=torch.long))
-            continue
-        top = scores.topk(2, dim=1)
-        best = top.indices[:, 0].clone()
-        unsure = (top.values[:, 0] - top.values[:, 1]) <= 2.5 * gamma * qc.norm(dim=1) * k_max
-        if unsure.any():
-            best[unsure] = (qc[unsure].double() @ k.double().T).argmax(dim=1)
-            fallback += int(unsure.sum())
-        winners.append(best)
-    return torch.cat(winners), fallback
-
-
-def hardmax_point(n: int, d_head: int, keys: str, trials: int, seed: int) -> list[dict]:
-    """Hardmax rank of `trials` random heads (n queries, n keys, dimension d_head); one row per head."""
-    gen = seeding.torch_generator(seeding.derive_seed(seed, "ch3b_hardmax", n, d_head, keys))
-    rows = []
-    for trial in range(trials):
-        k = sample_keys(n, d_head, keys, gen)
-        q = torch.randn(n, d_head, generator=gen)
-        winners, fallback = argmax_winners(q, k)
-        rows.append({"trial": trial, "rank": int(torch.unique(winners).numel()), "fallback_rows": fallback})
-    return rows
 
 
 def trials_for_rows(n: int, rows: int, minimum: int = 4) -> int:
@@ -127,9 +77,11 @@ def identity_point(n: int, d_head: int, keys: str, queries: int, replicates: int
     grad = n * (1 - g) ** (n - 1)
     pred_se = math.sqrt(max(np.sum(grad**2 * g) - np.sum(grad * g) ** 2, 0.0) / queries)
     ranks = []
-    for _ in range(replicates):
-        winners, _ = argmax_winners(torch.randn(n, d_head, generator=gen), k)
-        ranks.append(int(torch.unique(winners).numel()))
+    per_batch = max(1, 2**22 // (n * n))
+    for start in range(0, replicates, per_batch):  # fresh query sets against the same keys, batched
+        size = min(per_batch, replicates - start)
+        winners, _ = argmax_winners(torch.randn(size, n, d_head, generator=gen), k.expand(size, n, d_head))
+        ranks.extend(distinct_counts(winners, n).tolist())
     ranks = np.array(ranks, dtype=float)
     predicted_var = theory.hardmax_rank_variance_from_probs(g, rows=n)
     return {"predicted": predicted, "predicted_se": pred_se, "predicted_var": predicted_var,

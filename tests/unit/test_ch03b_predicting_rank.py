@@ -1,4 +1,4 @@
-"""Chapter 3b's module: the certified float32 Monte Carlo, knees and fits, every verdict rule, and analyse at tiny sizes."""
+"""Chapter 3b's module and helpers.hardmax_sampling: the certified float32 Monte Carlo, knees and fits, every verdict rule, and analyse at tiny sizes."""
 
 import math
 
@@ -7,18 +7,20 @@ import pandas as pd
 import pytest
 import torch
 
+from helpers import hardmax_sampling as sampling
 from helpers import parameters, rank
 from helpers.experiments import ch03b_predicting_rank as chapter
 
 
 @pytest.mark.parametrize("keys, n, d", [("gaussian", 300, 2), ("gaussian", 128, 64), ("sphere", 200, 1),
                                         ("sphere", 257, 3), ("gaussian", 64, 1)])
-def test_certified_float32_argmax_equals_float64(keys, n, d):
+def test_certified_float32_argmax_equals_float64(keys, n, d, monkeypatch):
+    monkeypatch.setattr(sampling, "_BLOCK", 4096)  # several row blocks per head
     gen = torch.Generator().manual_seed(n + d)
     for _ in range(5):
-        k = chapter.sample_keys(n, d, keys, gen)
+        k = sampling.sample_keys(n, d, keys, gen)
         q = torch.randn(3 * n, d, generator=gen)
-        winners, fallback = chapter.argmax_winners(q, k, chunk=100)
+        winners, fallback = sampling.argmax_winners(q, k)
         exact = (q.double() @ k.double().T).argmax(1)
         assert torch.equal(winners, exact)
         assert torch.unique(winners[:n]).numel() == int(rank.hardmax_rank(q[:n].double() @ k.double().T))
@@ -26,11 +28,21 @@ def test_certified_float32_argmax_equals_float64(keys, n, d):
         assert fallback == 3 * n, "exact ties (d = 1 sphere keys) must all go to float64"
 
 
+def test_batched_heads_match_one_head_at_a_time():
+    gen = torch.Generator().manual_seed(0)
+    k = sampling.sample_keys(24, 3, "sphere", gen, heads=7)
+    q = torch.randn(7, 24, 3, generator=gen)
+    batched, _ = sampling.argmax_winners(q, k)
+    for b in range(7):
+        assert torch.equal(batched[b], sampling.argmax_winners(q[b], k[b])[0])
+        assert sampling.distinct_counts(batched, 24)[b] == int(rank.hardmax_rank(q[b].double() @ k[b].double().T))
+
+
 def test_hardmax_point_is_seeded_and_counts_distinct_winners():
-    a = chapter.hardmax_point(32, 4, "gaussian", trials=3, seed=7)
-    b = chapter.hardmax_point(32, 4, "gaussian", trials=3, seed=7)
+    a = sampling.hardmax_point(32, 4, "gaussian", trials=3, seed=7)
+    b = sampling.hardmax_point(32, 4, "gaussian", trials=3, seed=7)
     assert a == b and len(a) == 3 and all(1 <= r["rank"] <= 32 for r in a)
-    assert chapter.hardmax_point(32, 4, "gaussian", trials=3, seed=8) != a
+    assert sampling.hardmax_point(32, 4, "gaussian", trials=3, seed=8) != a
     assert chapter.trials_for_rows(16, 2048) == 128 and chapter.trials_for_rows(4096, 2048) == 4
 
 
