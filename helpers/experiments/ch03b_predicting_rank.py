@@ -435,3 +435,8 @@ def record_and_glue(rec, result: Result, P) -> None:
     last = result.kappa.sort_values("n").iloc[-1]
     rec.glue("ch3b_kappa_ratio", float(last.kappa / last.t4_half), ".2f")
     rec.glue("ch3b_exponent", result.numbers["exponent"], ".2f")
+    mid = result.critical[(result.critical.eps == result.numbers["eps_mid"]) & (result.critical.n >= 1000)]
+    log2_form = np.log(mid.n) ** 2 / ((math.e - 1) * mid.eps)
+    ratio = log2_form / mid.d_star
+    rec.glue("ch3b_log2_n_low", int(mid.n.min()) if len(mid) else min(P.CRIT_N), ",d")
+    rec.glue("ch3b_log2_overstate", Formatted(f"{ratio.min():.1f} to {ratio.max():.1f}" if len(mid) else "n/a"))
