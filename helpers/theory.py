@@ -4,6 +4,9 @@ n rows (queries) each pick one of n columns (keys) independently from a distribu
 The hardmax rank is the number of distinct columns picked, so
 
     E[rank] = sum_j 1 - (1 - p_j)^n   <=   n (1 - (1 - 1/n)^n)   ->   (1 - 1/e) n.
+
+Sections: the balls-in-bins closed forms (chapter 2); numeric companions of the chapter-3 mechanisms; the
+predictor of E[hardmax rank] / n at any (n, d_h) and the critical d_h (chapter 3b); sympy derivations.
 """
 
 import math
