@@ -22,7 +22,6 @@ A multi-head layer with `h` heads of size `d_h` has i.i.d. heads given the input
 on the layout only through `d_model`: "heads_fixed" uses d_model = h * d_h, "dmodel_fixed" uses a fixed d_model.
 """
 
-import contextlib
 import math
 
 import numpy as np
@@ -30,6 +29,7 @@ import pandas as pd
 import torch
 
 from .. import attention, rank, seeding
+from ..threads import torch_threads
 from . import grid, run_sweep
 
 RTOLS = (1e-2, 1e-3, 1e-5, 1e-8)
@@ -39,28 +39,8 @@ LAYOUTS = ("heads_fixed", "dmodel_fixed")
 SATURATION_FRACTION = 0.95
 
 
-@contextlib.contextmanager
-def torch_threads(threads: int | None):
-    """Run a block with `threads` torch threads (None: leave as is), restoring the setting afterwards.
-
-    The sweeps use one thread: batched float64 SVDs gain little from a second thread, and on a shared
-    2-core machine an oversubscribed OpenMP pool was measured 10x slower than a single thread.
-    """
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def numerical_name(rtol: float) -> str:
-    """Column name of the numerical rank at relative tolerance `rtol`, e.g. "numerical@1e-03"."""
-    return f"numerical@{rtol:.0e}"
-
-
-RANK_MEASURES = ("hardmax",) + tuple(numerical_name(t) for t in RTOLS) + ("effective", "stable")
+ORDER = ("hardmax", "numerical", "effective", "stable")             # column order of the measures
+RANK_MEASURES = rank.labels(ORDER, RTOLS)                          # "hardmax", "numerical@1e-02", ...
 DIAGNOSTICS = ("logit_sd", "peak_n")
 
 
@@ -86,39 +66,10 @@ def layout_d_model(layout: str, d_head: int, heads: int, d_model: int) -> int:
     raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
 
 
-def trials_for(n: int, trials: int, reference_n: int = 64, minimum: int = 4) -> int:
-    """Heads per point: `trials` at n = reference_n, scaled like 1/n (the MC error of rank/n shrinks like 1/sqrt(n))."""
-    return max(minimum, int(round(trials * reference_n / n)))
-
-
-def hardmax_spectrum_ranks(logits: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Every measure of the hardmax matrix of `logits` `(batch, n, n)`, from column counts (no SVD)."""
-    winners = logits.argmax(dim=-1)  # (batch, n)
-    counts = torch.zeros(logits.shape[:-1], dtype=torch.float64)
-    counts.scatter_add_(-1, winners, torch.ones_like(winners, dtype=torch.float64))  # (batch, n): m_j
-    sigma = counts.sqrt()  # singular values sqrt(m_j), zeros included
-    top = sigma.max(-1, keepdim=True).values
-    out = {"hardmax": (counts > 0).sum(-1).to(torch.float64)}
-    for rtol in RTOLS:
-        out[numerical_name(rtol)] = (sigma > rtol * top).sum(-1).to(torch.float64)
-    out["effective"] = rank.effective_rank_from_sigma(sigma)  # the order of sigma does not matter here
-    out["stable"] = (counts.sum(-1) / top.squeeze(-1) ** 2)
-    return out
-
-
-def softmax_spectrum_ranks(probs: torch.Tensor, scaled_logits: torch.Tensor, hardmax: torch.Tensor) -> dict:
-    """Every measure of softmax matrices `(batch, n, n)`, sharing one float64 SVD."""
-    sigma = rank.singular_values(probs)  # (batch, n)
-    top = sigma[..., :1]
-    out = {"hardmax": hardmax}
-    for rtol in RTOLS:
-        out[numerical_name(rtol)] = (sigma > rtol * top).sum(-1).to(torch.float64)
-    out["effective"] = rank.effective_rank_from_sigma(sigma)  # the order of sigma does not matter here
-    out["stable"] = (sigma**2).sum(-1) / top.squeeze(-1) ** 2
+def softmax_diagnostics(probs: torch.Tensor, scaled_logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    """logit_sd (sd of the entries of L / T) and peak_n (n times the mean row maximum) of `(batch, n, n)` heads."""
     n = probs.shape[-1]
-    out["logit_sd"] = scaled_logits.flatten(-2).std(-1)
-    out["peak_n"] = n * probs.max(-1).values.mean(-1)
-    return out
+    return {"logit_sd": scaled_logits.flatten(-2).std(-1), "peak_n": n * probs.max(-1).values.mean(-1)}
 
 
 def _summarise(values: dict[str, torch.Tensor], attention_kind: str, scale: str) -> list[dict]:
@@ -141,14 +92,15 @@ def rank_point(n: int, d_head: int, d_model: int, inputs: str, trials: int, seed
     gen = seeding.torch_generator(seeding.derive_seed(seed, "random_init", n, d_head, d_model, inputs))
     logits = attention.random_logits(n, d_head, d_model=d_model, inputs=inputs, weight_std=1.0,
                                      batch=trials, generator=gen)  # (trials, n, n) at unit weight scale
-    hard = hardmax_spectrum_ranks(logits)
+    hard = rank.hardmax_matrix_measures(logits, ORDER, RTOLS)                 # no SVD: sigma = sqrt(column counts)
     temperature = math.sqrt(d_head)
     rows = []
     for scale in SCALES:
         scaled = logits * weight_std(scale, d_model) ** 2 / temperature  # (trials, n, n): L / T at this scale
         probs = torch.softmax(scaled, dim=-1)
         rows += _summarise(hard, "hardmax", scale)
-        rows += _summarise(softmax_spectrum_ranks(probs, scaled, hard["hardmax"]), "softmax", scale)
+        soft = rank.measures_from_sigma(rank.singular_values(probs), ORDER, RTOLS, hardmax=hard["hardmax"])
+        rows += _summarise({**soft, **softmax_diagnostics(probs, scaled)}, "softmax", scale)
     return rows
 
 
@@ -159,7 +111,7 @@ def rank_sweep(n_values, d_heads, inputs, d_model: int, trials: int, seeds, prog
     with torch_threads(threads):
         for n in n_values:
             configs = grid(n=[n], d_head=list(d_heads), d_model=[d_model], inputs=list(inputs),
-                           trials=[trials_for(n, trials)])
+                           trials=[seeding.trials_for(n, trials)])
             frames.append(run_sweep("random_init_rank", rank_point, configs, list(seeds), progress=progress))
     return _tidy(pd.concat(frames, ignore_index=True))
 
@@ -175,7 +127,7 @@ def layout_sweep(n_values, d_heads, heads: int, d_model: int, inputs: str, trial
         for layout in LAYOUTS:
             for n in n_values:
                 configs = [dict(n=n, d_head=d, d_model=layout_d_model(layout, d, heads, d_model), inputs=inputs,
-                                trials=trials_for(n, trials)) for d in d_heads]
+                                trials=seeding.trials_for(n, trials)) for d in d_heads]
                 df = run_sweep("random_init_rank", rank_point, configs, list(seeds), progress=progress)
                 frames.append(df.assign(layout=layout, heads=[d_model // d if layout == "dmodel_fixed" else heads
                                                               for d in df.d_head]))

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import attention, book, parameters, seeding, theory
+from helpers import attention, book, parameters, rank, seeding, theory
 from helpers.parameters import ParameterError
 from helpers.cache import ResultStore
 from helpers.experiments import ch04_random_attention as ri
@@ -19,7 +19,7 @@ def numpy_measures(matrix: np.ndarray, rtols=ri.RTOLS) -> dict:
     sigma = np.linalg.svd(matrix, compute_uv=False)
     out = {"hardmax": float(len({int(np.argmax(row)) for row in matrix}))}
     for rtol in rtols:
-        out[ri.numerical_name(rtol)] = float(sum(1 for s in sigma if s > rtol * sigma[0]))
+        out[rank.label("numerical", rtol)] = float(sum(1 for s in sigma if s > rtol * sigma[0]))
     p = sigma / sigma.sum()
     p = p[p > 0]
     out["effective"] = float(np.exp(-(p * np.log(p)).sum()))
@@ -45,7 +45,7 @@ def test_hardmax_measures_from_counts_match_an_svd_of_the_one_hot_matrix():
     gen = seeding.torch_generator(3)
     logits = torch.randn(5, 9, 9, generator=gen, dtype=torch.float64)
     logits[0, :, 2] += 10.0  # one column wins every row: rank 1
-    fast = ri.hardmax_spectrum_ranks(logits)
+    fast = rank.hardmax_matrix_measures(logits, ri.ORDER, ri.RTOLS)
     for b in range(5):
         expected = numpy_measures(one_hot(logits[b].numpy()))
         for measure, value in expected.items():
@@ -97,7 +97,7 @@ def test_rank_point_obeys_exact_limits():
     by = {(r["attention"], r["scale"], r["measure"]): r["mean"] for r in rows}
     assert by[("hardmax", "unit", "hardmax")] <= 2.0          # d_h = 1: the max or the min key wins
     for scale in ri.SCALES:
-        assert by[("softmax", scale, "stable")] <= by[("softmax", scale, ri.numerical_name(1e-8))] + 1e-9
+        assert by[("softmax", scale, "stable")] <= by[("softmax", scale, rank.label("numerical", 1e-8))] + 1e-9
         assert 1.0 <= by[("softmax", scale, "peak_n")] <= 32.0
 
 
@@ -120,7 +120,8 @@ def test_layouts_weight_scales_and_trials():
     assert ri.weight_std("raw", 64) == pytest.approx(8)
     with pytest.raises(ValueError):
         ri.weight_std("huge", 64)
-    assert ri.trials_for(64, 48) == 48 and ri.trials_for(512, 48) == 6 and ri.trials_for(4096, 48) == 4
+    assert seeding.trials_for(64, 48) == 48 and seeding.trials_for(512, 48) == 6 and seeding.trials_for(4096, 48) == 4
+    assert [seeding.trials_for(n, 5, reference_n=256, minimum=5) for n in (64, 256, 1024)] == [20, 5, 5]  # chapter 02's rule
 
 
 def test_verdict_uses_the_standard_error_margin():
