@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import attention, rank, seeding
+from .. import attention, rank, saturation, seeding
 from ..threads import torch_threads
 from . import grid, run_sweep
 
@@ -149,26 +149,10 @@ def pooled(df: pd.DataFrame, keys=("n", "d_head", "d_model", "inputs", "attentio
     return _tidy(out)
 
 
-def saturation_d_head(d_heads, ranks, fraction: float = SATURATION_FRACTION) -> float:
-    """The smallest d_h at which `ranks` first reaches `fraction` of its value at the largest d_h.
-
-    Linear interpolation in log d_h between the grid points around the first crossing; NaN when the
-    curve never rises (the value at the smallest d_h is already at the target).
-    """
-    d = np.asarray(d_heads, dtype=np.float64)
-    r = np.asarray(ranks, dtype=np.float64)
-    order = np.argsort(d)
-    d, r = d[order], r[order]
-    if d.size < 2 or not np.all(np.isfinite(r)):
-        return float("nan")
-    target = fraction * r[-1]
-    above = np.nonzero(r >= target)[0]
-    first = int(above[0])
-    if first == 0:
-        return float("nan")
-    lo, hi = first - 1, first
-    t = (target - r[lo]) / (r[hi] - r[lo])
-    return float(np.exp(np.log(d[lo]) + t * (np.log(d[hi]) - np.log(d[lo]))))
+def saturation_d_head(d_heads, ranks, level: float = SATURATION_FRACTION) -> saturation.Saturation:
+    """Where a mean-rank curve saturates: the first d_h at `level` of its value at the largest d_h of the grid
+    (reference "last", baseline 0, interpolated in log d_h); see `helpers.saturation`."""
+    return saturation.saturation_point(d_heads, ranks, reference="last", level=level, interpolate="log")
 
 
 def select(frame: pd.DataFrame, **where) -> pd.DataFrame:

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from .. import data as datasets
-from .. import paths, seeding
+from .. import paths, saturation, seeding
 from ..cache import cache_key, write_atomic
 from ..capture import attention_ranks
 from ..parameters import ParameterError
@@ -225,24 +225,9 @@ def sweep(domains, n_values: dict, d_heads, spec: TrainSpec, seeds, progress: bo
 # ---- summaries ----
 
 def saturation_point(x, y, fraction: float = SATURATION_FRACTION) -> float:
-    """The smallest x at which y has made `fraction` of its total rise from the first to the last grid point.
-
-    `x` ascending grid (e.g. d_h), `y` the curve (rank, or a loss drop). Linear interpolation in log x between
-    the grid points around the first crossing. NaN when y does not rise (last <= first): no saturation to place.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    order = np.argsort(x)
-    x, y = x[order], y[order]
-    if x.size < 2 or not np.all(np.isfinite(y)) or not y[-1] > y[0]:
-        return float("nan")
-    target = y[0] + fraction * (y[-1] - y[0])
-    first = int(np.nonzero(y >= target)[0][0])
-    if first == 0:
-        return float(x[0])
-    lo, hi = first - 1, first
-    t = (target - y[lo]) / (y[hi] - y[lo])
-    return float(np.exp(np.log(x[lo]) + t * (np.log(x[hi]) - np.log(x[lo]))))
+    """The smallest x at which y has made `fraction` of its rise from the first to the last grid point
+    (reference "last", baseline "first", log-interpolated; NaN when y does not rise): `helpers.saturation`."""
+    return saturation.saturation_point(x, y, reference="last", baseline="first", level=fraction).value
 
 
 def curves(df: pd.DataFrame, layer: int = 0, stage: str = "trained") -> pd.DataFrame:

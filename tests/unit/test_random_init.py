@@ -101,12 +101,12 @@ def test_rank_point_obeys_exact_limits():
         assert 1.0 <= by[("softmax", scale, "peak_n")] <= 32.0
 
 
-def test_saturation_d_head_interpolates_in_log_d():
-    assert ri.saturation_d_head([1, 4, 16], [0.0, 50.0, 100.0]) == pytest.approx(4 ** 1.9)
-    assert ri.saturation_d_head([16, 1, 4], [100.0, 0.0, 50.0]) == pytest.approx(4 ** 1.9)   # order-free
-    assert math.isnan(ri.saturation_d_head([1, 2, 4], [10.0, 10.0, 10.0]))
-    assert ri.saturation_d_head([1, 2, 4], [0.0, 9.6, 10.0]) == pytest.approx(2 ** (9.5 / 9.6))
-    assert ri.saturation_d_head([1, 2, 4], [0.0, 9.5, 10.0]) == pytest.approx(2.0)
+def test_saturation_d_head_uses_the_last_point_as_reference_and_reports_the_edges():
+    point = ri.saturation_d_head([1, 4, 16], [0.0, 50.0, 100.0])
+    assert point.status == "inside" and point.value == pytest.approx(4 ** 1.9)
+    assert ri.saturation_d_head([1, 2, 4], [0.0, 9.6, 10.0]).value == pytest.approx(2 ** (9.5 / 9.6))
+    flat = ri.saturation_d_head([1, 2, 4], [10.0, 10.0, 10.0])
+    assert (flat.status, flat.value) == ("at_first", 1.0), "saturated at the first point (was NaN before the merge)"
 
 
 def test_layouts_weight_scales_and_trials():
