@@ -103,7 +103,10 @@ def _gram_rank(tensor: torch.Tensor, rtol, atol) -> tuple[torch.Tensor, torch.Te
     eigensolver is about half the work of an SVD. Forming and diagonalising `A A^T` in float64
     moves each eigenvalue by at most ~ p q eps sigma_1^2 (p, q the short and long sides), so a
     matrix with an eigenvalue within that slack of the squared threshold is "undecided", and so is
-    one whose Gram matrix overflowed. `tensor`: `(b, n, m)` float64 -> ranks `(b,)` int64, undecided `(b,)` bool.
+    one whose Gram matrix overflowed, or comes within a factor 1/eps of either end of the float64 range
+    (sigma_1^2 below tiny / eps ~ 1e-292 or above max * eps ~ 4e292): near the subnormals the rounding of
+    A A^T is absolute, not relative, and eigenvalues are lost (found by comparing with numpy's SVD at entries
+    ~1e-156), and near overflow the eigensolver's internal scaling loses them. `tensor`: `(b, n, m)` float64 -> ranks `(b,)` int64, undecided `(b,)` bool.
     """
     short, long = sorted(tensor.shape[-2:])
     eigen = _map_batch(_gram_eigenvalues, tensor)                        # (b, p) ascending
@@ -114,7 +117,9 @@ def _gram_rank(tensor: torch.Tensor, rtol, atol) -> tuple[torch.Tensor, torch.Te
     top = eigen[..., -1].clamp(min=0)
     squared_threshold = _threshold(top.sqrt(), rtol, atol).square().unsqueeze(-1)
     slack = (2 * short * (long + 1) * torch.finfo(torch.float64).eps * top).unsqueeze(-1)
-    undecided = ((eigen - squared_threshold).abs() <= slack).any(-1) | overflowed
+    finfo = torch.finfo(torch.float64)
+    out_of_range = (top < finfo.tiny / finfo.eps) | (top > finfo.max * finfo.eps)
+    undecided = ((eigen - squared_threshold).abs() <= slack).any(-1) | overflowed | out_of_range
     return (eigen > squared_threshold).sum(-1), undecided
 
 

@@ -211,3 +211,13 @@ def test_threaded_batches_match_one_at_a_time_and_keep_the_thread_setting():
     assert torch.equal(batched_sigma, torch.stack([torch.linalg.svdvals(m) for m in probs]))
     assert torch.equal(batched_rank, torch.stack([rank.numerical_rank(m) for m in probs]))
 
+
+
+@pytest.mark.parametrize("rtol", [1e-3, 1e-6])
+def test_numerical_rank_is_the_svd_count_at_every_scale_from_1e_minus_200_to_1e200(rtol):
+    """Entries ~1e-156 make A A^T subnormal (the Gram route lost eigenvalues there); ~1e155 overflow it."""
+    rng = np.random.default_rng(8)
+    base = rng.standard_normal((12, 10, 14)) @ np.diag(np.logspace(0, -9, 14))   # graded spectra
+    for exponent in range(-200, 201, 2):
+        a = base * 10.0**exponent
+        assert rank.numerical_rank(a, rtol).tolist() == numpy_svd_count(a, rtol=rtol).tolist(), exponent
