@@ -124,12 +124,6 @@ def test_layouts_weight_scales_and_trials():
     assert [seeding.trials_for(n, 5, reference_n=256, minimum=5) for n in (64, 256, 1024)] == [20, 5, 5]  # chapter 02's rule
 
 
-def test_verdict_uses_the_standard_error_margin():
-    assert ri.verdict(0.60, 0.01, 0.632) == "below"
-    assert ri.verdict(0.62, 0.01, 0.632) == "at"
-    assert ri.verdict(0.70, 0.01, 0.632) == "above"
-
-
 def test_sweeps_cache_their_points_and_respond_to_parameters(tmp_path, monkeypatch):
     monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
     before = torch.get_num_threads()
