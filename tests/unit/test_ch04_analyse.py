@@ -92,6 +92,7 @@ def test_running_maximum_drop_rule():
     se = np.full(4, 0.1)
     assert chapter.falls_below_running_max([1.0, 5.0, 4.0, 6.0], se)           # drop 1.0 > 3 sqrt2 0.1 + 0.5
     assert not chapter.falls_below_running_max([1.0, 5.0, 4.6, 6.0], se)       # drop 0.4
+    assert not chapter.falls_below_running_max([1.0, 5.0, 4.15, 6.0], se)      # 0.85 < 0.92 (sqrt 2: a difference)
     assert not chapter.falls_below_running_max([1.0, 2.0, 3.0], np.zeros(3))    # rising
 
 
