@@ -19,7 +19,7 @@ A falling quantity (a loss) is passed as -y. Edges are explicit in `Saturation.s
     AT_FIRST     y at the smallest x already reaches the target: `value` is x[0], an upper bound ("at or below x[0]")
     NOT_REACHED  no grid point reaches the target (only possible with a numeric reference): `value` is NaN and the
                  saturation lies beyond x[-1]
-    FLAT         the curve has nothing to saturate (reference <= baseline, or a NaN in y): `value` is NaN
+    FLAT         the curve has nothing to saturate (reference <= baseline with `level`, or a NaN in y): `value` is NaN
 
 Chapter 03's knee "first d_h at which rank / plateau reaches `level`" is
 `saturation_point(d, rank, reference=plateau, level=level)`; "first d_h within eps of the plateau" is
@@ -109,10 +109,13 @@ def saturation_point(x, y, *, reference: Reference = "last", level: float | None
     if not np.isfinite(y).all():
         return Saturation(math.nan, FLAT, float(x[0]), float(x[-1]))
     top = _resolve(reference, x, y, "reference", {"last": y[-1], "max": y.max()})
-    floor = _resolve(baseline, x, y, "baseline", {"first": y[0]})
-    if not top > floor:
-        return Saturation(math.nan, FLAT, float(x[0]), float(x[-1]))
-    target = top - within if within is not None else floor + level * (top - floor)
+    if within is not None:                        # an absolute margin: the baseline plays no part
+        target = top - within
+    else:
+        floor = _resolve(baseline, x, y, "baseline", {"first": y[0]})
+        if not top > floor:
+            return Saturation(math.nan, FLAT, float(x[0]), float(x[-1]))
+        target = floor + level * (top - floor)
     reached = np.nonzero(y >= target)[0]
     if reached.size == 0:
         return Saturation(math.nan, NOT_REACHED, float(x[0]), float(x[-1]))

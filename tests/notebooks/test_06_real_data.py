@@ -4,6 +4,8 @@ import math
 
 import pytest
 
+pytestmark = pytest.mark.notebooks
+
 
 @pytest.fixture(scope="module")
 def metrics(quick_book):

@@ -2,6 +2,8 @@
 
 import pytest
 
+pytestmark = pytest.mark.notebooks
+
 
 @pytest.fixture(scope="module")
 def metrics(quick_book):

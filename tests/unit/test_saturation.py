@@ -34,6 +34,9 @@ def test_reference_baseline_and_level_set_the_target(reference, baseline, level,
 def test_within_is_an_absolute_distance_below_the_reference():
     point = sat.saturation_point([1, 2, 4, 8], [1.0, 3.0, 3.9, 4.0], reference="max", within=0.5, interpolate="none")
     assert point.value == 4.0
+    losses = np.array([2.3, 1.9, 1.52, 1.5])                                # a falling loss, passed as -loss
+    best = sat.saturation_point([1, 2, 4, 8], -losses, reference="max", within=0.05, interpolate="none")
+    assert (best.status, best.value) == (sat.INSIDE, 4.0), "negative values: the baseline plays no part"
     with pytest.raises(ArgumentError, match="within"):
         sat.saturation_point([1, 2], [0.0, 1.0], level=0.9, within=0.1)
 
