@@ -313,16 +313,14 @@ def causal_diagnostics(model, x: torch.Tensor, layer: int = 0) -> dict:
     diag = torch.diagonal(probs, dim1=-2, dim2=-1)  # (batch, head, n)
     log10_det = (diag.log10().sum(-1)).mean().item()
     sigma = rank.singular_values(probs)  # (batch, head, n)
+    measures = rank.measures_from_sigma(sigma, ("numerical", "hardmax", "effective"), (1e-3, 1e-8, 1e-12),
+                                        hardmax=rank.hardmax_rank(probs))   # "numerical@1e-03", ..., "effective"
     return {
         "n": n,
         "upper_max": upper,
         "diag_min": diag.min().item(),
         "diag_median": diag.median().item(),
         "log10_det_mean": log10_det,
-        "numerical_1e-3": rank.numerical_rank_from_sigma(sigma, rtol=1e-3).double().mean().item(),
-        "numerical_1e-8": rank.numerical_rank_from_sigma(sigma, rtol=1e-8).double().mean().item(),
-        "numerical_1e-12": rank.numerical_rank_from_sigma(sigma, rtol=1e-12).double().mean().item(),
-        "hardmax": rank.hardmax_rank(probs).double().mean().item(),
-        "effective": rank.effective_rank_from_sigma(sigma).mean().item(),
+        **{label: value.mean().item() for label, value in measures.items()},
         "sigma_min_over_max": (sigma[..., -1] / sigma[..., 0]).min().item(),
     }

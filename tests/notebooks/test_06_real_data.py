@@ -53,7 +53,7 @@ def test_causal_attention_is_lower_triangular_with_positive_diagonal(metrics):
     assert causal["upper_max"] == 0.0
     assert causal["diag_min"] > 0.0
     assert math.isfinite(causal["log10_det_mean"])
-    assert causal["numerical_1e-3"] <= causal["numerical_1e-8"] <= causal["numerical_1e-12"] <= causal["n"]
+    assert causal["numerical@1e-03"] <= causal["numerical@1e-08"] <= causal["numerical@1e-12"] <= causal["n"]
     assert 1 <= causal["hardmax"] <= causal["n"]
 
 
