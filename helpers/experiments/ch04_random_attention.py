@@ -370,7 +370,7 @@ def _small_d_head(P, curves, result) -> None:
             continue
         part = part.sort_values("d_head")
         if falls_below_running_max(part["mean"], part["sd"] / np.sqrt(part["trials"])):
-            falling.append(f"{attn} {measure} ({scale})" if attn == "softmax" else "hardmax")
+            falling.append(f"softmax {rank.title(measure)} ({scale})" if attn == "softmax" else "hardmax rank")
     result.frames["non_monotone_at_n_max"] = falling
     result.quote("ch4_nonmono_list", english.join(falling))
     dmin = select(curves, inputs=ref, n=n_max, d_head=min(P.D_HEADS), attention="softmax").set_index(["scale", "measure"])
