@@ -23,7 +23,6 @@ one experiment name, so a configuration shared by the d_h sweep and the ablation
 
 import math
 
-import numpy as np
 import pandas as pd
 import torch
 
