@@ -23,12 +23,11 @@ one experiment name, so a configuration shared by the d_h sweep and the ablation
 
 import math
 
-import numpy as np
 import pandas as pd
 import torch
 
 from .. import data as datasets
-from .. import models, rank, seeding, train
+from .. import models, rank, saturation, seeding, train
 from . import grid, run_sweep
 
 EXPERIMENT = "trained_synthetic"
@@ -175,20 +174,12 @@ def spread(summary: pd.DataFrame, value: str, by) -> pd.DataFrame:
     return stats
 
 
-def saturation_d_head(d_heads, values, fraction: float = SATURATION_FRACTION, floor: float = 0.0) -> float:
-    """The smallest swept d_h whose value reaches `floor + fraction * (max - floor)`; NaN when max <= floor.
-
-    `values[i]` belongs to `d_heads[i]` (sorted here). For a rank, floor = 0; for accuracy, floor is the
-    position-only baseline, so saturation means 95% of the gain over that baseline.
-    """
-    order = np.argsort(np.asarray(d_heads))
-    d = np.asarray(d_heads)[order]
-    v = np.asarray(values, dtype=float)[order]
-    top = np.nanmax(v)
-    if not top > floor:
-        return float("nan")
-    reached = np.nonzero(v >= floor + fraction * (top - floor))[0]
-    return float(d[reached[0]])
+def _saturation(d_heads, values, floor: float) -> float:
+    """The smallest swept d_h reaching `floor + SATURATION_FRACTION * (max - floor)` (reference "max", no
+    interpolation; NaN when max <= floor): `helpers.saturation.saturation_point`. For accuracy the floor is the
+    position-only baseline, so saturation means 95 % of the gain over it."""
+    return saturation.saturation_point(d_heads, values, reference="max", level=SATURATION_FRACTION, baseline=floor,
+                                       interpolate="none").value
 
 
 def saturation_table(summary: pd.DataFrame, measure: str = "numerical") -> pd.DataFrame:
@@ -204,8 +195,8 @@ def saturation_table(summary: pd.DataFrame, measure: str = "numerical") -> pd.Da
         learned = bool(means.test_accuracy.max() >= base + LEARNED_MARGIN)
         rows.append({
             "task": task, "n": int(n), "log2_n": math.log2(n),
-            "rank_saturation_d_head": saturation_d_head(means.index, means[f"{measure}_final"]),
-            "accuracy_saturation_d_head": saturation_d_head(means.index, means.test_accuracy, floor=base)
+            "rank_saturation_d_head": _saturation(means.index, means[f"{measure}_final"], 0.0),
+            "accuracy_saturation_d_head": _saturation(means.index, means.test_accuracy, base)
             if learned else float("nan"),
             "learned": learned,
             "best_accuracy": float(means.test_accuracy.max()),

@@ -4,6 +4,8 @@ import math
 
 import pytest
 
+pytestmark = pytest.mark.notebooks
+
 NOTEBOOK = "05_trained_synthetic"
 MEASURES = ("hardmax", "numerical", "effective")
 
@@ -72,7 +74,8 @@ def test_rank_over_n_at_largest_d_head_and_change(metrics, summary):
             assert row[f"{measure}_change_min"] <= row[f"{measure}_change_mean"] <= row[f"{measure}_change_max"]
     verdict = values["ch5_barrier_headline"]
     broken = values["ch5_barrier_broken_cases"]
-    assert (verdict == "Yes") == (broken > 0)
+    assert verdict in {"Yes, on average over heads", "For single heads only", "Not here, by the hardmax rank"}
+    assert verdict.startswith("Yes") == (broken > 0)
     largest_head = max(row["hardmax_max_head_over_n"] for row in values["rank_over_n_at_largest_d_head"])
     assert (largest_head > values["ch5_barrier"]) == (broken > 0)
 

@@ -85,10 +85,11 @@ def test_summaries(tiny_rows):
 
 
 def test_saturation_d_head():
-    assert ch05_trained_synthetic.saturation_d_head([1, 2, 4, 8], [1.0, 5.0, 9.6, 10.0]) == 4
-    assert ch05_trained_synthetic.saturation_d_head([8, 1, 4, 2], [10.0, 1.0, 9.6, 5.0]) == 4, "order of the sweep does not matter"
-    assert ch05_trained_synthetic.saturation_d_head([1, 2], [0.3, 0.5], floor=0.3) == 2
-    assert math.isnan(ch05_trained_synthetic.saturation_d_head([1, 2], [0.2, 0.2], floor=0.3))
+    sat = ch05_trained_synthetic._saturation
+    assert sat([1, 2, 4, 8], [1.0, 5.0, 9.6, 10.0], 0.0) == 4
+    assert sat([8, 1, 4, 2], [10.0, 1.0, 9.6, 5.0], 0.0) == 4, "order of the sweep does not matter"
+    assert sat([1, 2], [0.3, 0.5], 0.3) == 2
+    assert math.isnan(sat([1, 2], [0.2, 0.2], 0.3))
 
 
 def test_ablation_configs_vary_one_knob_at_a_time():
