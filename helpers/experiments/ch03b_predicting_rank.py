@@ -4,20 +4,23 @@ and a predictor of E[hardmax rank] / n checked against Monte Carlo over a grid o
 Random heads: queries i.i.d. N(0, I_{d_h}), independent of the keys; keys i.i.d. N(0, I_{d_h}) ("gaussian")
 or uniform on the unit sphere ("sphere"). Every rank here is the hardmax rank (distinct argmax columns).
 
-`analyse(P)` runs everything the chapter shows and returns a `Result`: tidy frames, the numbers the prose
-quotes and the verdicts as data. The verdict sentences are written by the functions at the end of this module.
+`resolve(P)` fills the mode defaults; `analyse(P)` runs everything the chapter shows and returns a
+`ChapterResult`: tidy frames, the numbers the prose quotes and the verdicts as data, with sentences written
+by the verdict functions below.
 """
 
 import math
-from dataclasses import dataclass, field
+import time
 
 import numpy as np
 import pandas as pd
-import torch
 
-from .. import seeding, theory
-from ..hardmax_sampling import KEY_KINDS, argmax_winners, distinct_counts, hardmax_point, sample_keys
+from .. import parameters, saturation, seeding, theory
+from ..english import join, number, span
+from ..hardmax_sampling import KEY_KINDS, hardmax_point
+from ..results import ChapterResult, Verdict
 from . import run_sweep
+from .ch03b_predicting_rank_points import identity_point
 
 BRIDGE_CANDIDATES = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, math.inf)  # exponents q of the blend weight pi^q
 
@@ -27,14 +30,12 @@ BRIDGE_CANDIDATES = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, math.inf)  # exponent
 # ------------------------------------------------------------------------------------------------
 
 
-def trials_for_rows(n: int, rows: int, minimum: int = 4) -> int:
-    """Heads per grid point so that every n gets about `rows` query rows in total (at least `minimum` heads)."""
-    return max(minimum, -(-rows // n))
+def grid_mc(name: str, n_values, d_values, keys_kinds, trials: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (keys, n, d_head): mean hardmax rank / n, its standard error and heads; and the per-head rows.
 
-
-def grid_mc(name: str, n_values, d_values, keys_kinds, rows: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per (keys, n, d_head): mean hardmax rank / n, its standard error and trials; and the per-head rows."""
-    configs = [{"n": int(n), "d_head": int(d), "keys": k, "trials": trials_for_rows(int(n), rows)}
+    `trials` heads at n = 64, scaled like 1/n (the same query rows per point), at least 4 (`seeding.trials_for`).
+    """
+    configs = [{"n": int(n), "d_head": int(d), "keys": k, "trials": seeding.trials_for(int(n), trials)}
                for k in keys_kinds for n in n_values for d in d_values]
     raw = run_sweep(name, hardmax_point, configs, seeds=[seed])
     raw["fraction"] = raw["rank"] / raw["n"]
@@ -46,93 +47,27 @@ def grid_mc(name: str, n_values, d_values, keys_kinds, rows: int, seed: int) -> 
 
 
 # ------------------------------------------------------------------------------------------------
-# The identity, checked for fixed keys
-# ------------------------------------------------------------------------------------------------
-
-
-def win_probabilities(k: torch.Tensor, queries: int, gen: torch.Generator, chunk: int = 8192) -> np.ndarray:
-    """Estimate g_j `(n,)`: the share of `queries` fresh Gaussian queries whose argmax is key j."""
-    counts = torch.zeros(k.shape[0], dtype=torch.long)
-    done = 0
-    while done < queries:
-        size = min(chunk, queries - done)
-        winners, _ = argmax_winners(torch.randn(size, k.shape[1], generator=gen), k)
-        counts += torch.bincount(winners, minlength=k.shape[0])
-        done += size
-    return counts.numpy() / queries
-
-
-def identity_point(n: int, d_head: int, keys: str, queries: int, replicates: int, seed: int) -> dict:
-    """For one fixed key set: E[rank | K] and Var[rank | K] from estimated g_j, against fresh query sets.
-
-    The predicted mean's standard error comes from the multinomial error of the estimated g_j (delta method);
-    its plug-in bias, of order n^2 g / queries, is removed to first order.
-    """
-    gen = seeding.torch_generator(seeding.derive_seed(seed, "ch3b_identity", n, d_head, keys))
-    k = sample_keys(n, d_head, keys, gen)
-    g = win_probabilities(k, queries, gen)
-    missed = (1 - g) ** n
-    bias = n * (n - 1) / 2 * (1 - g) ** max(n - 2, 0) * g * (1 - g) / queries  # E[(1 - g_hat)^n] - (1 - g)^n
-    predicted = float(np.sum(1 - missed + bias))
-    grad = n * (1 - g) ** (n - 1)
-    pred_se = math.sqrt(max(np.sum(grad**2 * g) - np.sum(grad * g) ** 2, 0.0) / queries)
-    ranks = []
-    per_batch = max(1, 2**22 // (n * n))
-    for start in range(0, replicates, per_batch):  # fresh query sets against the same keys, batched
-        size = min(per_batch, replicates - start)
-        winners, _ = argmax_winners(torch.randn(size, n, d_head, generator=gen), k.expand(size, n, d_head))
-        ranks.extend(distinct_counts(winners, n).tolist())
-    ranks = np.array(ranks, dtype=float)
-    predicted_var = theory.hardmax_rank_variance_from_probs(g, rows=n)
-    return {"predicted": predicted, "predicted_se": pred_se, "predicted_var": predicted_var,
-            "measured": float(ranks.mean()), "measured_se": float(ranks.std(ddof=1) / math.sqrt(replicates)),
-            "measured_var": float(ranks.var(ddof=1)), "vertices_hit": int((g > 0).sum()),
-            # the spread of the measured mean under the identity itself (the sample spread can be 0 by chance)
-            "combined_se": math.sqrt(predicted_var / replicates + pred_se**2)}
-
-
-# ------------------------------------------------------------------------------------------------
-# Knees (saturation points) and fits
+# Knees (saturation points: the plateau as reference, level 1 - eps) and fits
 # ------------------------------------------------------------------------------------------------
 
 FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
 
 
-def knee_from_curve(d_values, fractions, level: float) -> float:
-    """Smallest d at which `fractions` (in d order) reaches `level`, interpolated linearly in log d; NaN if never."""
-    d = np.asarray(d_values, dtype=float)
-    r = np.asarray(fractions, dtype=float)
-    order = np.argsort(d)
-    d, r = d[order], r[order]
-    above = np.flatnonzero(r >= level)
-    if above.size == 0:
-        return float("nan")
-    i = int(above[0])
-    if i == 0:
-        return float(d[0])
-    frac = (level - r[i - 1]) / (r[i] - r[i - 1])
-    return float(math.exp(math.log(d[i - 1]) + frac * (math.log(d[i]) - math.log(d[i - 1]))))
-
-
 def measured_knees(raw: pd.DataFrame, eps_values, bootstrap: int, seed: int) -> pd.DataFrame:
-    """Knee d*(n, eps) of the Monte Carlo curves (plateau: the exact 1 - (1 - 1/n)^n), with 95 % bootstrap
-    intervals that resample the heads at every grid point."""
-    rng = np.random.default_rng(seed)
+    """Knee d*(n, eps) of the Monte Carlo curves: `saturation.bootstrap_saturation` with the exact plateau
+    1 - (1 - 1/n)^n as reference and level 1 - eps, interpolated in log d_h, heads resampled at every d_h."""
     rows = []
     for (keys, n), part in raw.groupby(["keys", "n"]):
         groups = {d: g["fraction"].to_numpy() for d, g in part.groupby("d_head")}
-        ds = np.array(sorted(groups))
+        ds = sorted(groups)
         plateau = theory.plateau_fraction(int(n))
-        means = np.array([groups[d].mean() for d in ds])
-        boots = np.array([[rng.choice(groups[d], groups[d].size).mean() for d in ds] for _ in range(bootstrap)])
         for eps in eps_values:
-            level = (1 - eps) * plateau
-            samples = np.array([knee_from_curve(ds, b, level) for b in boots]) if bootstrap else np.array([])
-            low = high = float("nan")
-            if samples.size and np.isfinite(samples).mean() >= 0.975:
-                low, high = np.nanpercentile(samples, [2.5, 97.5])
-            rows.append({"keys": keys, "n": int(n), "eps": eps, "knee": knee_from_curve(ds, means, level),
-                         "knee_low": float(low), "knee_high": float(high)})
+            found = saturation.bootstrap_saturation(ds, [groups[d] for d in ds], resamples=max(bootstrap, 1),
+                                                    seed=seed, reference=plateau, level=1 - eps)
+            has_interval = bootstrap > 0
+            rows.append({"keys": keys, "n": int(n), "eps": eps, "knee": found.point.value, "status": found.point.status,
+                         "knee_low": found.low if has_interval else math.nan,
+                         "knee_high": found.high if has_interval else math.nan})
     return pd.DataFrame(rows)
 
 
@@ -175,268 +110,216 @@ def effective_exponent(n_values, d_values) -> float:
 
 
 # ------------------------------------------------------------------------------------------------
-# Verdicts: rules on data, sentences in plain English
+# Verdict rules: outcomes from data, sentences in plain English
 # ------------------------------------------------------------------------------------------------
 
-
-@dataclass
-class Verdict:
-    """A conclusion as data (`passed` against `threshold`, from `value`) and the sentence that states it."""
-
-    name: str
-    passed: bool
-    value: float
-    threshold: float
-    text: str
-    details: dict = field(default_factory=dict)
-
-
 IDENTITY_Z = 3.0  # |measured - predicted| / combined standard error below this counts as agreement
+FLAT_RATIO = 1.5  # sphere knees count as flat when the largest-n knee is below this multiple of the smallest-n knee
 
 
 def identity_verdict(table: pd.DataFrame, z_max: float = IDENTITY_Z) -> Verdict:
-    """The identity holds when every case agrees within z_max combined standard errors.
+    """"agrees" when every case is within z_max combined standard errors, else "misses".
 
     `table` has columns measured, predicted and combined_se (the standard error of the measured mean under
     the identity's own variance, plus the error of the estimated g_j).
     """
     z = (table["measured"] - table["predicted"]).abs() / table["combined_se"]
-    worst = float(z.max())
-    cases, bad = len(table), int((z >= z_max).sum())
+    worst, cases, bad = float(z.max()), len(table), int((z >= z_max).sum())
     if bad == 0:
-        text = (f"the predicted E[rank | K] agrees with the measured mean in all {cases} cases "
-                f"(largest deviation {worst:.1f} standard errors, threshold {z_max:g})")
+        sentence = (f"the predicted E[rank | K] agrees with the measured mean in all {cases} cases "
+                    f"(largest deviation {number(worst, 2)} standard errors; threshold {number(z_max)})")
     else:
-        text = (f"the predicted E[rank | K] misses the measured mean in {bad} of {cases} cases "
-                f"(largest deviation {worst:.1f} standard errors, threshold {z_max:g})")
-    return Verdict("identity", bad == 0, worst, z_max, text, {"cases": cases, "failed": bad})
+        sentence = (f"the predicted E[rank | K] misses the measured mean in {bad} of {cases} cases "
+                    f"(largest deviation {number(worst, 2)} standard errors; threshold {number(z_max)})")
+    return Verdict("agrees" if bad == 0 else "misses", sentence, f"every |z| < {z_max:g}",
+                   {"largest_z": worst, "cases": cases, "failed": bad, "threshold": z_max})
 
 
 def accuracy_verdict(errors: pd.DataFrame, goal: float, family: str) -> Verdict:
-    """The predictor meets the goal for a key family when its largest absolute error on the held-out grid is <= goal.
+    """"meets" when the largest absolute error on the held-out grid is <= goal, else "misses".
 
     `errors` has columns n, d_head, error (predicted - measured, in rank / n).
     """
     i = errors["error"].abs().idxmax()
     worst, n, d = float(abs(errors.loc[i, "error"])), int(errors.loc[i, "n"]), int(errors.loc[i, "d_head"])
-    sign = "above" if errors.loc[i, "error"] > 0 else "below"
-    points = len(errors)
+    side = "above" if errors.loc[i, "error"] > 0 else "below"
     met = worst <= goal
-    text = (f"for {family} keys the largest error over the {points} held-out grid points is {worst:.3f} in rank / n "
-            f"(the prediction is {sign} the measurement at n = {n}, d_h = {d}), "
-            + ("within" if met else "above") + f" the goal of {goal:g}")
-    return Verdict("accuracy", met, worst, goal, text, {"n": n, "d_head": d, "points": points})
-
-
-FLAT_RATIO = 1.5  # sphere knees count as flat when the largest-n knee is below this multiple of the smallest-n knee
+    sentence = (f"for {family} keys the largest error over the {len(errors)} held-out grid points is "
+                f"{worst:.3f} in rank / n (the prediction is {side} the measurement at n = {n}, d_h = {d}), "
+                + ("within" if met else "above") + f" the goal of {number(goal)}")
+    return Verdict("meets" if met else "misses", sentence, f"max |error| <= {goal:g}",
+                   {"max_error": worst, "n": n, "d_head": d, "points": len(errors), "goal": goal})
 
 
 def flat_knee_verdict(knees: pd.DataFrame, ratio_max: float = FLAT_RATIO) -> Verdict:
-    """Whether knee(n) stays flat: the knee at the largest n over the knee at the smallest n, below ratio_max.
-
-    `knees` has columns n, knee for one key family and one eps.
-    """
+    """"flat" when the knee at the largest n is below ratio_max times the knee at the smallest n, else "grows";
+    "undetermined" with fewer than two knees. `knees` has columns n, knee for one key family and one eps."""
     part = knees.dropna(subset=["knee"]).sort_values("n")
+    rule = f"knee(n_max) / knee(n_min) < {ratio_max:g}"
     if len(part) < 2:
-        return Verdict("sphere_flat", False, float("nan"), ratio_max,
-                       "cannot be judged (fewer than two knees on the grid)")
+        return Verdict("undetermined", "the knee cannot be judged (fewer than two knees on the grid)", rule,
+                       {"knees": len(part)})
     first, last = part.iloc[0], part.iloc[-1]
     ratio = float(last.knee / first.knee)
     flat = ratio < ratio_max
-    text = (f"the knee goes from {first.knee:.2g} at n = {int(first.n)} to {last.knee:.2g} at n = {int(last.n)} "
-            f"(a factor {ratio:.2f}), so it " + ("does not grow with n" if flat else "grows with n")
-            + f" (threshold: a factor {ratio_max:g})")
-    return Verdict("sphere_flat", flat, ratio, ratio_max, text, {"n_min": int(first.n), "n_max": int(last.n)})
+    sentence = (f"the knee goes from {number(first.knee, 2)} at n = {int(first.n)} to {number(last.knee, 2)} at "
+                f"n = {int(last.n)} (a factor {number(ratio, 3)}), so it "
+                + ("does not grow with n" if flat else "grows with n") + f" (threshold: a factor {number(ratio_max)})")
+    return Verdict("flat" if flat else "grows", sentence, rule,
+                   {"ratio": ratio, "n_min": int(first.n), "n_max": int(last.n), "threshold": ratio_max})
 
 
 def growth_verdict(exponent: float, n_low: float, n_high: float, fits: list[dict]) -> Verdict:
-    """How the predicted critical d_h grows, in words: its effective power of n and the best fitted form."""
+    """The predicted critical d_h's effective power of n ("grows" when > 0, else "flat") and the best of the forms
+    fitted to the measured knees (by the one loss, RMS log error)."""
     judged = [f for f in fits if f.get("rms_log") is not None]
     best = min(judged, key=lambda f: f["rms_log"])["form"] if judged else None
-    text = (f"over n from {n_low:.3g} to {n_high:.3g} the predicted critical d_h grows like n^{exponent:.2f}")
+    sentence = (f"over n from {number(n_low)} to {number(n_high)} the predicted critical d_h grows like "
+                f"n^{number(exponent, 2)}")
     if best is not None:
-        text += f"; of the three forms fitted to the measured knees with one loss, {best} fits best"
-    faster = exponent > 0 and best != "a + b log n"
-    return Verdict("growth", faster, exponent, 0.0, text, {"best_form": best})
+        sentence += f"; of the three forms fitted to the measured knees with one loss, {best} fits best"
+    return Verdict("grows" if exponent > 0 else "flat", sentence, "slope of log d* against log n; min RMS log error",
+                   {"exponent": exponent, "best_form": best, "n_low": n_low, "n_high": n_high})
 
 
 # ------------------------------------------------------------------------------------------------
-# The chapter's analysis
+# The chapter
 # ------------------------------------------------------------------------------------------------
 
-
-@dataclass
-class Result:
-    """Everything chapter 3b shows. Frames are tidy; `numbers` feed the prose; `verdicts` carry their data."""
-
-    grid: pd.DataFrame          # keys, n, d_head, mc, se, trials, predicted, error
-    calibration: pd.DataFrame   # bridge, max_error on the calibration n values (Gaussian keys)
-    bridge: float
-    identity: pd.DataFrame      # keys, n, d_head, predicted, predicted_se, measured, measured_se, variances
-    sphere_d2: pd.DataFrame     # n, closed_form, mc, se
-    knees: pd.DataFrame         # keys, n, eps, knee, knee_low, knee_high (Monte Carlo)
-    critical: pd.DataFrame      # eps, n, d_star, kappa_form (predicted, Gaussian keys)
-    sphere_critical: pd.DataFrame  # eps, n, d_star (predicted, sphere keys)
-    fits: pd.DataFrame          # eps, form, a, b, rms_log (measured Gaussian knees)
-    kappa: pd.DataFrame         # n, kappa, t4_half
-    predictor_seconds: float
-    numbers: dict
-    verdicts: dict
+DEFAULTS = {  # (quick, full)
+    "N_VALUES": ([16, 64, 256], [16 * 2**k for k in range(9)]),
+    "D_HEADS": ([2**k for k in range(9)], [2**k for k in range(11)]),
+    "CALIB_N_VALUES": ([24, 96], [24 * 2**k for k in range(8)]),
+    "TRIALS": (128, 256),
+    "IDENTITY_QUERIES": (65536, 262144),
+    "IDENTITY_REPLICATES": (100, 400),
+    "BOOTSTRAP": (50, 200),
+}
+IDENTITY_CASES = ([(64, 2), (64, 8), (256, 4)], [(64, 2), (64, 8), (256, 4), (256, 32), (1024, 16)])
+CRIT_N = ([16, 256, 4096], [16 * 4**k for k in range(8)])  # plus CRIT_N_MAX
 
 
-def _predict_grid(mc: pd.DataFrame, bridge_values) -> tuple[pd.DataFrame, dict]:
-    """Predictions for every row of `mc`; Gaussian closures once per point, blended for every bridge value."""
-    import time
+def resolve(P):
+    """Fill the mode defaults of `P` (recorded as resolved), derive the fixed case lists, check that the
+    calibration lengths are off the held-out grid."""
+    for name, (quick, full) in DEFAULTS.items():
+        value = P.mode_default(name, quick=quick, full=full)
+        P[name] = sorted(value) if isinstance(value, list) else value
+    parameters.require(not set(P.CALIB_N_VALUES) & set(P.N_VALUES), "CALIB_N_VALUES", P.CALIB_N_VALUES,
+                       f"n values that are not on the held-out grid N_VALUES = {P.N_VALUES}")
+    P["IDENTITY_CASES"] = parameters.by_mode(P.MODE, *IDENTITY_CASES)
+    P["CRIT_N"] = sorted({n for n in parameters.by_mode(P.MODE, *CRIT_N) if n < P.CRIT_N_MAX} | {P.CRIT_N_MAX})
+    return P
 
-    rows, closures = [], {}
+
+def _predict_grid(mc: pd.DataFrame, bridge_values) -> tuple[dict, float]:
+    """Predictions for every row of `mc` and each bridge value (Gaussian closures computed once per point),
+    and the mean seconds per predicted point."""
+    fixed, closures = [], {}
     start = time.perf_counter()
     for r in mc.itertuples():
         if r.keys == "gaussian" and r.d_head > 1:
             closures[(r.n, r.d_head)] = theory.gaussian_closures(int(r.n), int(r.d_head))
-        rows.append(theory.predicted_rank_fraction(int(r.n), int(r.d_head), r.keys)
-                    if (r.keys == "sphere" or r.d_head == 1) else None)
+            fixed.append(None)
+        else:
+            fixed.append(theory.predicted_rank_fraction(int(r.n), int(r.d_head), r.keys))
     seconds = (time.perf_counter() - start) / max(len(mc), 1)
-    by_bridge = {}
-    for bridge in bridge_values:
-        by_bridge[bridge] = [rows[i] if rows[i] is not None
-                             else theory.bridge_closures(closures[(r.n, r.d_head)], bridge)
-                             for i, r in enumerate(mc.itertuples())]
-    return by_bridge, {"seconds_per_point": seconds}
+    blended = {b: [f if f is not None else theory.bridge_closures(closures[(r.n, r.d_head)], b)
+                   for f, r in zip(fixed, mc.itertuples())] for b in bridge_values}
+    return blended, seconds
 
 
-def analyse(P) -> Result:
-    """Run chapter 3b with validated parameters P (see the notebook's parameters cell)."""
-    import time
-
-    numbers = {}
-    # --- calibration of the single bridge constant, on n values that are not on the reported grid
-    calib_mc, _ = grid_mc("ch3b_calibration", P.CALIB_N, P.D_GRID, ["gaussian"], P.ROWS, P.SEED + 1)
-    preds, _ = _predict_grid(calib_mc, BRIDGE_CANDIDATES)
-    calibration = pd.DataFrame([{"bridge": b, "max_error": float(np.max(np.abs(np.array(preds[b]) - calib_mc.mc)))}
+def analyse(P) -> ChapterResult:
+    """Run chapter 3b for resolved parameters `P` and return its frames, quotes and verdicts."""
+    result = ChapterResult()
+    # the one bridge constant, calibrated on lengths that are not on the reported grid
+    calib, _ = grid_mc("ch3b_calibration", P.CALIB_N_VALUES, P.D_HEADS, ["gaussian"], P.TRIALS, P.SEED + 1)
+    preds, _ = _predict_grid(calib, BRIDGE_CANDIDATES)
+    calibration = pd.DataFrame([{"bridge": b, "max_error": float(np.max(np.abs(np.array(preds[b]) - calib.mc)))}
                                 for b in BRIDGE_CANDIDATES])
     bridge = float(calibration.sort_values(["max_error", "bridge"]).iloc[0].bridge)
-
-    # --- the held-out grid
-    mc, raw = grid_mc("ch3b_grid", P.N_GRID, P.D_GRID, KEY_KINDS, P.ROWS, P.SEED)
-    t0 = time.perf_counter()
-    preds, timing = _predict_grid(mc, [bridge])
-    mc["predicted"] = preds[bridge]
-    mc["error"] = mc["predicted"] - mc["mc"]
-    grid = mc
-    predictor_seconds = timing["seconds_per_point"]
-
-    # --- the identity for fixed keys
+    # the held-out grid
+    grid, raw = grid_mc("ch3b_grid", P.N_VALUES, P.D_HEADS, KEY_KINDS, P.TRIALS, P.SEED)
+    preds, seconds = _predict_grid(grid, [bridge])
+    grid["predicted"] = preds[bridge]
+    grid["error"] = grid["predicted"] - grid["mc"]
+    # the identity for fixed keys
     identity = run_sweep("ch3b_identity", identity_point,
                          [{"n": n, "d_head": d, "keys": k, "queries": P.IDENTITY_QUERIES,
                            "replicates": P.IDENTITY_REPLICATES} for k in KEY_KINDS for n, d in P.IDENTITY_CASES],
                          seeds=[P.SEED])
-
-    # --- sphere keys, d_h = 2: closed form against the grid's Monte Carlo
+    # sphere keys at d_h = 2: the closed form against the grid's Monte Carlo
     d2 = grid[(grid["keys"] == "sphere") & (grid.d_head == 2)]
-    sphere_d2 = pd.DataFrame({"n": d2.n.to_numpy(), "closed_form": [theory.sphere_d2_rank_fraction(int(n)) for n in d2.n],
-                              "mc": d2.mc.to_numpy(), "se": d2.se.to_numpy()})
-
-    # --- knees measured on the grid, with bootstrap intervals
+    sphere_d2 = pd.DataFrame({"n": d2.n.to_numpy(), "mc": d2.mc.to_numpy(), "se": d2.se.to_numpy(),
+                              "closed_form": [theory.sphere_d2_rank_fraction(int(n)) for n in d2.n]})
+    # knees measured on the grid, and fits of the Gaussian-key knees with one loss
     knees = measured_knees(raw, P.EPS_VALUES, P.BOOTSTRAP, P.SEED)
-    fits = pd.DataFrame([{"eps": eps, **f} for eps in P.EPS_VALUES
-                         for f in fit_forms(*knees[(knees["keys"] == "gaussian") & (knees.eps == eps)][["n", "knee"]].T.to_numpy())])
-
-    # --- the predicted critical d_h against n, and its asymptotic constant
+    fits = pd.DataFrame([{"eps": eps, **f} for eps in P.EPS_VALUES for f in fit_forms(
+        *knees[(knees["keys"] == "gaussian") & (knees.eps == eps)][["n", "knee"]].T.to_numpy())])
+    # the predicted critical d_h, started at its asymptotic form kappa(n) / (2 (e - 1) eps)
     kappa = pd.DataFrame([{"n": int(n), "kappa": theory.norm_spread_constant(int(n)),
                            "t4_half": theory.gaussian_max_level(int(n)) ** 4 / 2} for n in P.CRIT_N])
-    guess = {n: k for n, k in zip(kappa.n, kappa.kappa)}  # start the search at the asymptotic form
-    critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(
-        int(n), eps, "gaussian", bridge, guess=int(guess[int(n)] / (2 * (math.e - 1) * eps)))}
-        for eps in P.EPS_VALUES for n in P.CRIT_N])
+    critical = pd.DataFrame([{"eps": eps, "n": int(k.n), "d_star": theory.critical_head_dim(
+        int(k.n), eps, "gaussian", bridge, guess=int(k.kappa / (2 * (math.e - 1) * eps)))}
+        for eps in P.EPS_VALUES for k in kappa.itertuples()]).merge(kappa, on="n")
+    critical["asymptotic"] = critical.kappa / (2 * (math.e - 1) * critical.eps)
     sphere_critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(int(n), eps, "sphere")}
                                     for eps in P.EPS_VALUES for n in P.CRIT_N])
-    critical = critical.merge(kappa, on="n")
-    critical["asymptotic"] = critical.kappa / (2 * (math.e - 1) * critical.eps)
+    result.frames.update(grid=grid.drop(columns=["sd"]), calibration=calibration, identity=identity,
+                         sphere_d2=sphere_d2, knees=knees, sphere_knees=knees[knees["keys"] == "sphere"],
+                         knee_fits=fits, critical_dh=critical, sphere_critical_dh=sphere_critical, kappa=kappa)
+    _verdicts(P, result, bridge)
+    _quotes(P, result, bridge, seconds)
+    return result.done()
 
-    # --- numbers and verdicts
-    verdicts = {"identity": identity_verdict(identity)}
-    for family in KEY_KINDS:
-        part = grid[grid["keys"] == family]
-        verdicts[f"accuracy_{family}"] = accuracy_verdict(part, P.GOAL, "Gaussian" if family == "gaussian" else "unit-sphere")
-    sphere_knees = knees[(knees["keys"] == "sphere") & (knees.eps == P.EPS_VALUES[0])]
-    verdicts["sphere_flat"] = flat_knee_verdict(sphere_knees)
-    big = critical[(critical.eps == P.EPS_VALUES[1 if len(P.EPS_VALUES) > 1 else 0]) & (critical.n >= 1000)]
+
+def _eps_mid(P) -> float:
+    """The middle tolerance of EPS_VALUES, the one the prose discusses."""
+    return P.EPS_VALUES[len(P.EPS_VALUES) // 2]
+
+
+def _verdicts(P, result, bridge) -> None:
+    f = result.frames
+    result.verdict("ch3b_identity_verdict", identity_verdict(f["identity"]))
+    for family, name in (("gaussian", "Gaussian"), ("sphere", "unit-sphere")):
+        result.verdict(f"ch3b_accuracy_{family}", accuracy_verdict(f["grid"][f["grid"]["keys"] == family], P.GOAL, name))
+    knees = f["knees"]
+    result.verdict("ch3b_sphere_flat_verdict",
+                   flat_knee_verdict(knees[(knees["keys"] == "sphere") & (knees.eps == P.EPS_VALUES[0])]))
+    crit = f["critical_dh"]
+    big = crit[(crit.eps == _eps_mid(P)) & (crit.n >= 1000)]
     exponent = effective_exponent(big.n, big.d_star)
-    eps_mid = P.EPS_VALUES[1 if len(P.EPS_VALUES) > 1 else 0]
-    verdicts["growth"] = growth_verdict(exponent, float(big.n.min()) if len(big) else float("nan"),
-                                        float(big.n.max()) if len(big) else float("nan"),
-                                        fits[fits.eps == eps_mid].to_dict(orient="records"))
-    numbers.update({"bridge": bridge, "predictor_ms": 1e3 * predictor_seconds, "exponent": exponent,
-                    "eps_mid": eps_mid, "fallback_rows": int(grid.fallback_rows.sum()),
-                    "mc_rows": int((raw["n"]).sum()), "max_se": float(grid.se.max()),
-                    "circle_limit": 5 / 9, "circle_ratio": (5 / 9) / theory.BARRIER_FRACTION})
-    return Result(grid=grid, calibration=calibration, bridge=bridge, identity=identity, sphere_d2=sphere_d2,
-                  knees=knees, critical=critical, sphere_critical=sphere_critical, fits=fits, kappa=kappa,
-                  predictor_seconds=predictor_seconds, numbers=numbers, verdicts=verdicts)
+    fits = f["knee_fits"]
+    result.verdict("ch3b_growth_verdict", growth_verdict(
+        exponent, float(big.n.min()) if len(big) else math.nan, float(big.n.max()) if len(big) else math.nan,
+        fits[fits.eps == _eps_mid(P)].to_dict(orient="records")))
+    result.quote("ch3b_exponent", exponent, ".2f")
 
 
-# ------------------------------------------------------------------------------------------------
-# Recording and gluing
-# ------------------------------------------------------------------------------------------------
-
-
-def list_text(items) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    items = [str(i) for i in items]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def span_text(values) -> str:
-    """'5' when all values agree, else '5 to 6'."""
-    lo, hi = int(min(values)), int(max(values))
-    return f"{lo}" if lo == hi else f"{lo} to {hi}"
-
-
-def record_and_glue(rec, result: Result, P) -> None:
-    """Record the chapter's tables in the metrics JSON and glue every number and verdict its prose quotes."""
-    from ..record import Formatted
-
-    grid = result.grid
-    rec.record("grid", grid[["keys", "n", "d_head", "mc", "se", "trials", "predicted", "error"]].to_dict(orient="records"))
-    rec.record("calibration", result.calibration.to_dict(orient="records"))
-    rec.record("identity", result.identity.to_dict(orient="records"))
-    rec.record("sphere_d2", result.sphere_d2.to_dict(orient="records"))
-    rec.record("critical_dh", result.critical.to_dict(orient="records"))
-    rec.record("sphere_critical_dh", result.sphere_critical.to_dict(orient="records"))
-    rec.record("knees", result.knees.to_dict(orient="records"))
-    rec.record("sphere_knees", result.knees[result.knees["keys"] == "sphere"].to_dict(orient="records"))
-    rec.record("knee_fits", result.fits.to_dict(orient="records"))
-    rec.record("verdicts", {k: {"passed": v.passed, "value": v.value, "threshold": v.threshold, "text": v.text,
-                                **v.details} for k, v in result.verdicts.items()})
-    for family in KEY_KINDS:
-        v = result.verdicts[f"accuracy_{family}"]
-        rec.glue(f"ch3b_accuracy_{family}", Formatted(v.text))
-        rec.record(f"max_error_{family}", v.value)
-    rec.glue("ch3b_identity_verdict", Formatted(result.verdicts["identity"].text))
-    rec.glue("ch3b_sphere_flat_verdict", Formatted(result.verdicts["sphere_flat"].text))
-    rec.glue("ch3b_growth_verdict", Formatted(result.verdicts["growth"].text))
-    rec.glue("ch3b_identity_queries", P.IDENTITY_QUERIES, "d")
-    rec.glue("ch3b_identity_replicates", P.IDENTITY_REPLICATES, "d")
-    rec.glue("ch3b_circle_ratio", result.numbers["circle_ratio"], ".3f")
-    rec.glue("ch3b_eps_list_pct", Formatted(list_text([f"{100 * e:g}" for e in P.EPS_VALUES])))
-    rec.glue("ch3b_eps_mid_pct", 100 * result.numbers["eps_mid"], "g")
-    sph = result.sphere_critical
-    rec.glue("ch3b_sphere_dstar", Formatted(list_text([span_text(sph[sph.eps == e].d_star) for e in P.EPS_VALUES])))
-    rec.glue("ch3b_crit_n_min", min(P.CRIT_N), "d")
-    rec.glue("ch3b_crit_n_max", max(P.CRIT_N), ",d")
-    rec.glue("ch3b_bridge_candidates", Formatted("{" + ", ".join("∞" if math.isinf(b) else f"{b:g}"
-                                                               for b in BRIDGE_CANDIDATES) + "}"))
-    rec.glue("ch3b_calib_n", Formatted("{" + ", ".join(str(n) for n in P.CALIB_N) + "}"))
-    rec.glue("ch3b_bridge", Formatted("∞" if math.isinf(result.bridge) else f"{result.bridge:g}"))
-    rec.glue("ch3b_predictor_ms", result.numbers["predictor_ms"], ".0f")
-    rec.glue("ch3b_rows", P.ROWS, ",d")
-    rec.glue("ch3b_fallback_rows", result.numbers["fallback_rows"], ",d")
-    rec.glue("ch3b_max_se", result.numbers["max_se"], ".3f")
-    last = result.kappa.sort_values("n").iloc[-1]
-    rec.glue("ch3b_kappa_ratio", float(last.kappa / last.t4_half), ".2f")
-    rec.glue("ch3b_exponent", result.numbers["exponent"], ".2f")
-    mid = result.critical[(result.critical.eps == result.numbers["eps_mid"]) & (result.critical.n >= 1000)]
-    log2_form = np.log(mid.n) ** 2 / ((math.e - 1) * mid.eps)
-    ratio = log2_form / mid.d_star
-    rec.glue("ch3b_log2_n_low", int(mid.n.min()) if len(mid) else min(P.CRIT_N), ",d")
-    rec.glue("ch3b_log2_overstate", Formatted(f"{ratio.min():.1f} to {ratio.max():.1f}" if len(mid) else "n/a"))
+def _quotes(P, result, bridge, seconds) -> None:
+    f = result.frames
+    q = result.quote
+    q("ch3b_identity_queries", P.IDENTITY_QUERIES, ",d")
+    q("ch3b_identity_replicates", P.IDENTITY_REPLICATES, ",d")
+    q("ch3b_circle_ratio", (5 / 9) / theory.BARRIER_FRACTION, ".3f")
+    q("ch3b_eps_list_pct", join([number(100 * e) for e in P.EPS_VALUES]))
+    q("ch3b_eps_mid_pct", number(100 * _eps_mid(P)))
+    sph = f["sphere_critical_dh"]
+    q("ch3b_sphere_dstar", join([span(sph[sph.eps == e].d_star.min(), sph[sph.eps == e].d_star.max()).replace("from ", "")
+                                 for e in P.EPS_VALUES]))
+    q("ch3b_crit_n_min", min(P.CRIT_N), ",d")
+    q("ch3b_crit_n_max", max(P.CRIT_N), ",d")
+    q("ch3b_bridge_candidates", "{" + ", ".join("∞" if math.isinf(b) else number(b) for b in BRIDGE_CANDIDATES) + "}")
+    q("ch3b_calib_n", "{" + ", ".join(str(n) for n in P.CALIB_N_VALUES) + "}")
+    q("ch3b_bridge", "∞" if math.isinf(bridge) else number(bridge))
+    q("ch3b_predictor_ms", 1e3 * seconds, ".0f")
+    q("ch3b_trials", P.TRIALS, "d")
+    q("ch3b_fallback_rows", int(f["grid"].fallback_rows.sum()), ",d")
+    q("ch3b_max_se", float(f["grid"].se.max()), ".3f")
+    last = f["kappa"].sort_values("n").iloc[-1]
+    q("ch3b_kappa_ratio", float(last.kappa / last.t4_half), ".2f")
+    crit = f["critical_dh"]
+    mid = crit[(crit.eps == _eps_mid(P)) & (crit.n >= 1000)]
+    ratio = np.log(mid.n) ** 2 / ((math.e - 1) * mid.eps) / mid.d_star
+    q("ch3b_log2_n_low", int(mid.n.min()) if len(mid) else min(P.CRIT_N), ",d")
+    q("ch3b_log2_overstate", span(ratio.min(), ratio.max(), digits=2).replace("from ", "") if len(mid) else "n/a")
