@@ -307,6 +307,9 @@ def _quotes(P, result, bridge, seconds) -> None:
     sph = f["sphere_critical_dh"]
     q("ch3b_sphere_dstar", join([span(sph[sph.eps == e].d_star.min(), sph[sph.eps == e].d_star.max()).replace("from ", "")
                                  for e in P.EPS_VALUES]))
+    sk = f["knees"][f["knees"]["keys"] == "sphere"]
+    q("ch3b_sphere_knees_measured", join([span(sk[sk.eps == e].knee.min(), sk[sk.eps == e].knee.max(), digits=2)
+                                          .replace("from ", "") for e in P.EPS_VALUES]))
     q("ch3b_crit_n_min", min(P.CRIT_N), ",d")
     q("ch3b_crit_n_max", max(P.CRIT_N), ",d")
     q("ch3b_bridge_candidates", "{" + ", ".join("∞" if math.isinf(b) else number(b) for b in BRIDGE_CANDIDATES) + "}")
