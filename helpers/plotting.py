@@ -1,9 +1,25 @@
-"""Figures: small seaborn helpers that draw into a given `ax` (captions live in cell metadata)."""
+"""Figures: the book's house style, one figure helper, and small helpers that draw into a given `ax`.
+
+Every chapter calls `setup()` once and makes each figure with `figure(...)`, so all figures share one size scale:
+they are at most `COLUMN_WIDTH_IN` wide, the width of the book's content column, so the page never shrinks them
+and a 9-point font stays 9 points as rendered. Captions, names and alt text live in the cell metadata
+(README, "House style"), never in plot titles; panel labels sit above the axes, legends below the panels.
+"""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 import torch
+
+from .errors import ArgumentError
+
+# The content column of the HTML book is 52 em wide at a 1400 px window, 733 CSS px (measured in Chromium:
+# tests/book/test_browser.py). A figure no wider than this is shown at its natural size (SVG, 96 px per inch).
+COLUMN_WIDTH_IN = 7.5
+MAX_PANELS_PER_ROW = 3
+FONT_PT = 10        # labels; tick labels and legends one point smaller, never below MIN_FONT_PT
+MIN_FONT_PT = 9
+PNG_DPI = 200       # only for PNG output (PDF fallbacks): twice the 96 px per inch of the page
 
 MEASURE_LABELS = {
     "numerical": "numerical rank",
@@ -12,11 +28,64 @@ MEASURE_LABELS = {
     "stable": "stable rank",
 }
 
+STYLE = {
+    "font.size": FONT_PT,
+    "axes.labelsize": FONT_PT,
+    "axes.titlesize": FONT_PT,
+    "axes.titlelocation": "left",   # a panel label above its axes, off the data
+    "xtick.labelsize": FONT_PT - 1,
+    "ytick.labelsize": FONT_PT - 1,
+    "legend.fontsize": FONT_PT - 1,
+    "legend.title_fontsize": FONT_PT - 1,
+    "figure.titlesize": FONT_PT,
+    "figure.figsize": (COLUMN_WIDTH_IN, 3.4),
+    "figure.dpi": 96,
+    "savefig.dpi": PNG_DPI,
+    "figure.constrained_layout.use": True,  # room for labels and an outside legend, without tight_layout calls
+    "svg.fonttype": "path",          # text as outlines: identical on every machine, no font to ship
+    "lines.markersize": 4,
+}
+
 
 def setup() -> None:
-    """The book's plotting style."""
+    """The book's plotting style; inline figures become SVG (sharp at any zoom, and in the PDF)."""
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
-    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "figure.figsize": (7.0, 4.0)})
+    plt.rcParams.update(STYLE)
+    try:
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("svg")
+    except ImportError:  # no IPython: scripts and tests save files themselves
+        pass
+
+
+def figure(ncols: int = 1, nrows: int = 1, height: float | None = None, width: float | None = None,
+           **subplot_kw):
+    """A new figure of `nrows x ncols` panels sized for the content column; returns `(fig, axes)` as plt.subplots.
+
+    `height` is the height of one row of panels in inches (default: 0.7 x the panel width, at most 3.4);
+    `width` defaults to the column width and may only be smaller. More than three panels side by side would
+    shrink their text below the house minimum, so that is refused: use more rows.
+    """
+    if not isinstance(ncols, int) or not 1 <= ncols <= MAX_PANELS_PER_ROW:
+        raise ArgumentError("ncols", ncols, f"an integer from 1 to {MAX_PANELS_PER_ROW} (use more rows for more panels)")
+    if not isinstance(nrows, int) or not 1 <= nrows <= 6:
+        raise ArgumentError("nrows", nrows, "an integer from 1 to 6")
+    width = COLUMN_WIDTH_IN if width is None else width
+    if not 0 < width <= COLUMN_WIDTH_IN:
+        raise ArgumentError("width", width, f"a number of inches in (0, {COLUMN_WIDTH_IN}] (the content column)")
+    row_height = min(0.7 * width / ncols, 3.4) if height is None else height
+    if not 0.5 <= row_height <= 6:
+        raise ArgumentError("height", height, "a row height in inches from 0.5 to 6")
+    return plt.subplots(nrows, ncols, figsize=(width, row_height * nrows), **subplot_kw)
+
+
+def legend_below(fig, ax=None, ncols: int | None = None, **kwargs):
+    """One legend for the whole figure, centred under the panels (off the data), from `ax` (default: the first)."""
+    ax = ax if ax is not None else fig.axes[0]
+    handles, labels = ax.get_legend_handles_labels()
+    ncols = ncols or min(len(labels), 4)
+    return fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False, **kwargs)
 
 
 def attention_heatmap(ax, matrix, label: str = "", vmax: float | None = None, cbar: bool = False):
@@ -27,7 +96,7 @@ def attention_heatmap(ax, matrix, label: str = "", vmax: float | None = None, cb
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     if label:
-        ax.set_title(label, fontsize=10)
+        ax.set_title(label)
     return ax
 
 
