@@ -250,7 +250,11 @@ def evaluate(rule: Rule, metrics: dict) -> Verdict:
     missing = [k for k in rule.reads if k not in values or k in run.get("not_run", [])]
     if missing:
         return Verdict(NOT_RUN, f"not recorded by chapter {rule.notebook}: {', '.join(missing)}")
-    return rule.judge({k: values[k] for k in rule.reads})
+    try:
+        return rule.judge({k: values[k] for k in rule.reads})
+    except (KeyError, TypeError, IndexError) as err:  # a metric whose layout changed: say so, never crash the page
+        return Verdict(NOT_RUN, f"metrics of chapter {rule.notebook} have an unexpected layout "
+                                f"({type(err).__name__}: {err})")
 
 
 def evaluate_all(metrics: dict, rules: tuple[Rule, ...] = RULES) -> list[Row]:
