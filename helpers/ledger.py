@@ -54,9 +54,12 @@ class Row:
     verdict: Verdict
 
 
-def number(x: float, digits: int = 2) -> str:
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def number(x: float, digits: int = 2, plain: bool = False) -> str:
     """A number for prose: `digits` significant digits, integers as integers, tiny or huge values as a power of
-    ten in MyST maths (never e-notation)."""
+    ten (never e-notation): MyST maths, or with `plain` Unicode text ("3.7 × 10⁻⁷") for {glue:text}."""
     x = float(x)
     if math.isnan(x):
         return "undefined"
@@ -65,6 +68,8 @@ def number(x: float, digits: int = 2) -> str:
     if x != 0 and not 1e-3 <= abs(x) < 1e6:
         exponent = math.floor(math.log10(abs(x)))
         mantissa = x / 10 ** exponent
+        if plain:
+            return f"{mantissa:.{max(digits - 1, 0)}f} \u00d7 10{str(exponent).translate(_SUPERSCRIPT)}"
         return f"${mantissa:.{max(digits - 1, 0)}f} \\times 10^{{{exponent}}}$"
     decimals = max(digits - 1 - math.floor(math.log10(abs(x))), 0) if x else digits
     return f"{x:.{decimals}f}"

@@ -131,3 +131,20 @@ def rank_curves(ax, frame, hue: str = "n", x: str = "d_head", y: str = "rank_ove
         ax.set_xscale("log", base=2)
     ax.set_xlabel(x)
     return ax
+
+
+def table(frame, digits: int = 3, missing: str = "–"):
+    """A DataFrame formatted for the page: integer-valued columns as integers, others to `digits` decimals,
+    missing values as `missing` (say in the text what it means). Returns a Styler (rendered as an HTML table)."""
+    import pandas as pd
+
+    def fmt(column):
+        values = column.dropna()
+        is_number = pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+        if is_number and len(values) and (values == values.round()).all() and values.abs().max() < 1e15:
+            return lambda x: missing if pd.isna(x) else f"{int(x)}"
+        if is_number:
+            return lambda x: missing if pd.isna(x) or not np.isfinite(x) else f"{x:.{digits}f}"
+        return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)
+
+    return frame.style.format({c: fmt(frame[c]) for c in frame.columns})
