@@ -176,9 +176,25 @@ def figure_names(notebook: Path) -> set[str]:
     return {c.metadata.get("mystnb", {}).get("figure", {}).get("name") for c in cells} - {None}
 
 
+def parameter_text(value) -> str:
+    """A parameter value for the appendix: numbers without e-notation, long lists summarised by their range."""
+    from .ledger import number
+
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, (int, float)):
+        return format(value, "g") if value == 0 or 1e-3 <= abs(value) < 1e6 else number(value, 2, plain=True)
+    if isinstance(value, (list, tuple)):
+        items = [parameter_text(v) for v in value]
+        if len(items) > 6:
+            return f"{len(items)} values from {items[0]} to {items[-1]}"
+        return "[" + ", ".join(items) + "]"
+    return str(value)
+
+
 def metrics_link(notebook: str) -> str:
     """A MyST {download} link to a chapter's metrics JSON, published with the HTML build."""
-    return f"{{download}}`{notebook}.json <_metrics/{notebook}.json>`"
+    return f"{{download}}`JSON <_metrics/{notebook}.json>`"
 
 
 def jupyter_book_command() -> list[str]:
@@ -223,9 +239,12 @@ def pdf(root: Path | None = None) -> Path:
     Works offline: MathJax and every figure are files of the build.
     """
     root = Path(root or paths.ROOT)
-    if build(root, "singlehtml") != 0:
+    if build(root, "html") != 0 or build(root, "singlehtml") != 0:
         raise RuntimeError("the single-page build failed (see the log above)")
-    page = root / "_build" / "singlehtml" / "index.html"
+    # The root document holds the whole book; its links are relative to the build's top folder, so print it from there.
+    single = root / "_build" / "singlehtml"
+    page = single / "whole-book.html"
+    shutil.copy2(single / "book" / "intro.html", page)
     out = root / "_build" / "pdf" / PDF_NAME
     out.parent.mkdir(parents=True, exist_ok=True)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

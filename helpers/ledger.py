@@ -121,10 +121,11 @@ def _saturation_log_n(v: dict) -> Verdict:
         return Verdict(UNTESTABLE, "fewer than three sequence lengths with a measured saturation point")
     # Saturation at d_h of order log n: the knee over ln n stays within a factor 1.5 across the grid of n.
     bounded = {key: spread <= 1.5 for key, (spread, _) in spreads.items()}
-    evidence = "; ".join(
-        f"{series.replace('hardmax, ', '')}, {definition} knee: knee$/\\ln n$ varies by a factor {number(spread)} "
-        f"over $n$ = {points[0][0]} to {points[-1][0]}"
-        for (series, definition), (spread, points) in sorted(spreads.items()))
+    low, high = min(s for s, _ in spreads.values()), max(s for s, _ in spreads.values())
+    ns = sorted({n for _, points in spreads.values() for n, _ in points})
+    evidence = (f"over $n$ = {ns[0]} to {ns[-1]}, knee$/\\ln n$ changes by a factor {number(low)} to {number(high)} "
+                f"({count(sum(bounded.values()), len(spreads), 'curve')} within a factor 1.5: "
+                f"{', '.join(sorted(s.replace('hardmax, ', '') + ' (' + d + ')' for (s, d), ok in bounded.items() if ok)) or 'none'})")
     if all(bounded.values()):
         return Verdict(HOLDS, evidence)
     return Verdict(CONDITIONAL if any(bounded.values()) else FAILS, evidence)

@@ -13,8 +13,8 @@ import torch
 
 from .errors import ArgumentError
 
-# The content column of the HTML book is 52 em wide at a 1400 px window, 733 CSS px (measured in Chromium:
-# tests/book/test_browser.py). A figure no wider than this is shown at its natural size (SVG, 96 px per inch).
+# The text column of the HTML book is 784 CSS px wide at a 1400 px window (measured in Chromium). A figure of
+# 7.5 in is 720 px as SVG (96 px per inch), so it is shown at its natural size with room to spare.
 COLUMN_WIDTH_IN = 7.5
 MAX_PANELS_PER_ROW = 3
 FONT_PT = 10        # labels; tick labels and legends one point smaller, never below MIN_FONT_PT
@@ -63,7 +63,8 @@ def figure(ncols: int = 1, nrows: int = 1, height: float | None = None, width: f
            **subplot_kw):
     """A new figure of `nrows x ncols` panels sized for the content column; returns `(fig, axes)` as plt.subplots.
 
-    `height` is the height of one row of panels in inches (default: 0.7 x the panel width, at most 3.4);
+    `height` is the height of one row of panels in inches (default: 0.7 x the panel width, from 2.4 to 3.4, so
+    that short panels still have room for their labels);
     `width` defaults to the column width and may only be smaller. More than three panels side by side would
     shrink their text below the house minimum, so that is refused: use more rows.
     """
@@ -74,7 +75,7 @@ def figure(ncols: int = 1, nrows: int = 1, height: float | None = None, width: f
     width = COLUMN_WIDTH_IN if width is None else width
     if not 0 < width <= COLUMN_WIDTH_IN:
         raise ArgumentError("width", width, f"a number of inches in (0, {COLUMN_WIDTH_IN}] (the content column)")
-    row_height = min(0.7 * width / ncols, 3.4) if height is None else height
+    row_height = min(max(0.7 * width / ncols, 2.4), 3.4) if height is None else height
     if not 0.5 <= row_height <= 6:
         raise ArgumentError("height", height, "a row height in inches from 0.5 to 6")
     return plt.subplots(nrows, ncols, figsize=(width, row_height * nrows), **subplot_kw)
@@ -147,4 +148,30 @@ def table(frame, digits: int = 3, missing: str = "–"):
             return lambda x: missing if pd.isna(x) or not np.isfinite(x) else f"{x:.{digits}f}"
         return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)
 
-    return frame.style.format({c: fmt(frame[c]) for c in frame.columns})
+    styled = frame.style.format({c: fmt(frame[c]) for c in frame.columns})
+    styled = styled.format_index(lambda x: missing if x is None else (number_text(x) if isinstance(x, float) else x))
+    # the theme styles tables of class "dataframe"; the padding keeps neighbouring numbers apart
+    return styled.set_table_attributes('class="dataframe"').set_table_styles(
+        [{"selector": "", "props": "font-size: 0.85em;"},
+         {"selector": "td, th", "props": "padding: 0.15em 0.45em; text-align: right; white-space: normal;"}])
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def number_text(x: float) -> str:
+    """A float for a table or label: plain decimals from 0.001 up, a power of ten ("10⁻⁵", "2 × 10⁻⁵") below."""
+    if x == 0 or 1e-3 <= abs(x) < 1e6:
+        return format(x, "g")
+    exponent = int(np.floor(np.log10(abs(x))))
+    mantissa = x / 10 ** exponent
+    power = "10" + str(exponent).translate(_SUPERSCRIPT)
+    return power if round(mantissa, 1) == 1 else f"{mantissa:.1f} \u00d7 {power}"
+
+
+def measure_text(measure: str) -> str:
+    """A rank measure's name for tables and legends: "numerical@1e-03" -> "numerical, tol 10⁻³"."""
+    if "@" in measure:
+        name, tol = measure.split("@")
+        return f"{name}, tol {number_text(float(tol))}"
+    return MEASURE_LABELS.get(measure, measure)
