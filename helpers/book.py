@@ -230,6 +230,12 @@ def build(root: Path | None = None, builder: str = "html") -> int:
 
 
 PDF_NAME = "attention-rank-book.pdf"
+# The PDF is for reading: code cells (visible or collapsed) and the navigation are left out; outputs stay.
+PRINT_CSS = """
+.cell_input, details.hide.above-input, .bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .bd-footer,
+.prev-next-area, .header-article, .headerlink { display: none !important; }
+figure, .cell_output img, table { break-inside: avoid; }
+"""
 
 
 def pdf(root: Path | None = None) -> Path:
@@ -259,6 +265,7 @@ def pdf(root: Path | None = None) -> Path:
         tab.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)", timeout=60000)
         tab.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
         tab.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=60000)
+        tab.add_style_tag(content=PRINT_CSS)
         tab.emulate_media(media="print")
         tab.pdf(path=str(out), format="A4", print_background=True, display_header_footer=False,
                 margin={"top": "18mm", "bottom": "18mm", "left": "16mm", "right": "16mm"})

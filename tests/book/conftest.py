@@ -31,15 +31,21 @@ def server(built_book):
 
 
 @pytest.fixture(scope="session")
-def browser():
+def chromium():
+    """Debian's Chromium; skips without it, except in CI, where it fails."""
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (apt-get install chromium); CI must run the browser tests")
         pytest.skip("chromium is not installed: apt-get install chromium (Debian) to run the browser tests")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser(chromium):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        instance = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        instance = p.chromium.launch(executable_path=chromium, args=BROWSER_ARGS)
         yield instance
         instance.close()
 
