@@ -89,3 +89,21 @@ def test_tally_sentence_is_grammatical():
     assert ledger.tally_sentence({ledger.HOLDS: 1}) == "1 holds"
     assert ledger.tally_sentence({ledger.HOLDS: 2, ledger.FAILS: 1, ledger.NOT_RUN: 3}) == \
         "2 hold, 1 fails and 3 were not run"
+
+
+def test_ledger_page_runs_after_the_chapters_and_reruns_when_their_metrics_change(tmp_path, monkeypatch):
+    from helpers import book
+
+    order = [p.stem for p in book.source_notebooks()]
+    ledger_page = book.paths.NBS_DIR / "98_claims_ledger.ipynb"
+    assert book.reads_metrics(ledger_page)
+    chapters = [s for s in order if not book.reads_metrics(book.paths.NBS_DIR / f"{s}.ipynb")]
+    assert order.index("98_claims_ledger") > max(order.index(c) for c in chapters)
+    monkeypatch.setenv("BOOK_METRICS_DIR", str(tmp_path))
+    (tmp_path / "02_low_rank_barrier.json").write_text('{"values": {"x": 1}}')
+    (tmp_path / "99_reproducibility.json").write_text('{"wall_time_s": 1}')
+    before = book.fingerprint(ledger_page, "quick", {})
+    (tmp_path / "99_reproducibility.json").write_text('{"wall_time_s": 2}')  # another reading page: no re-run
+    assert book.fingerprint(ledger_page, "quick", {}) == before
+    (tmp_path / "02_low_rank_barrier.json").write_text('{"values": {"x": 2}}')  # a chapter's metrics: re-run
+    assert book.fingerprint(ledger_page, "quick", {}) != before
