@@ -152,7 +152,8 @@ def execute(names=None, mode: str = "full", params: dict | None = None, book_dir
             os.environ[key] = str(Path(os.environ[key]).resolve())
     os.environ.setdefault("BOOK_METRICS_DIR", str(book_dir / "_metrics"))
     notebooks = source_notebooks(names)
-    if names:  # pages that read the chapters' metrics follow the chapters run here (re-run only if stale)
+    if names and any(nb.parent == paths.NBS_DIR for nb in notebooks):  # a chapter of this book was named: the
+        # pages that read the chapters' metrics follow it (each re-run only if stale)
         notebooks += [nb for nb in source_notebooks() if reads_metrics(nb) and nb not in notebooks]
     failures = []
     for i, notebook in enumerate(notebooks, 1):
