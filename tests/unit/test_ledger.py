@@ -107,3 +107,10 @@ def test_ledger_page_runs_after_the_chapters_and_reruns_when_their_metrics_chang
     assert book.fingerprint(ledger_page, "quick", {}) == before
     (tmp_path / "02_low_rank_barrier.json").write_text('{"values": {"x": 2}}')  # a chapter's metrics: re-run
     assert book.fingerprint(ledger_page, "quick", {}) != before
+
+
+@pytest.mark.parametrize("needed, status", [("2 of 2", ledger.HOLDS), ("1 of 2", ledger.CONDITIONAL),
+                                             ("0 of 2", ledger.FAILS), ("0 of 0", ledger.UNTESTABLE)])
+def test_counted_claims_follow_their_counts(needed, status):
+    metrics = {"07_model_reduction": {"values": {"ch7_needed_below_n": needed}}}
+    assert ledger.evaluate(rule("07_model_reduction"), metrics).status == status
