@@ -25,6 +25,7 @@ holds, row-block by row-block, W_q `(heads d_head, d_model)`, W_k (same) and W_v
 """
 
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -396,6 +397,23 @@ def build_model(cfg: ModelConfig | dict | None = None, seed: int = 0, device=Non
         torch.manual_seed(seed)
         model = Transformer(cfg)
     return model.to(target)
+
+
+@contextmanager
+def uniform_attention(model: Transformer):
+    """Inside the block, every head attends uniformly (over the keys its mask allows): logits scale 0.
+
+    For the load-bearing test: the loss with trained attention against the loss with uniform attention.
+    The model's scales and paths are restored afterwards, even after an error.
+    """
+    saved = [(attn.scale, attn.path) for attn in model.attentions]
+    try:
+        for attn in model.attentions:
+            attn.scale, attn.path = 0.0, "explicit"
+        yield model
+    finally:
+        for attn, (scale, path) in zip(model.attentions, saved):
+            attn.scale, attn.path = scale, path
 
 
 def count_parameters(model: nn.Module) -> int:
