@@ -42,12 +42,12 @@ def _copy(steps, batch):
 
 # name -> (data(steps, batch), batch, max steps, bar metric, comparison, bar value, real data?)
 TASKS = {
-    "shakespeare": (_text("shakespeare"), 32, 4000, "bits", "<=", 2.8, True),
+    "shakespeare": (_text("shakespeare"), 16, 3000, "bits", "<=", 2.8, True),
     "mnist16": (_mnist(16), 64, 3000, "accuracy", ">=", 0.95, True),
     "mnist49": (_mnist(49), 64, 3000, "accuracy", ">=", 0.95, True),
     "copy256": (_copy, 16, 4000, "accuracy", ">=", 0.99, False),
-    "proteins": (_text("proteins"), 32, 3000, None, None, None, True),
-    "bbc": (_text("bbc"), 32, 4000, None, None, None, True),
+    "proteins": (_text("proteins"), 16, 1500, None, None, None, True),
+    "bbc": (_text("bbc"), 16, 2000, None, None, None, True),
 }
 
 
