@@ -17,7 +17,7 @@ from _common import header, verdict
 from helpers import executors
 from helpers.cache import ResultStore
 from helpers.experiments import grid, run_sweep
-from helpers.experiments.random_init import rank_point
+from helpers.experiments.ch04_random_attention import rank_point
 
 CONFIGS = grid(n=[256], d_head=[1, 2, 4, 8, 16, 32, 64, 128], d_model=[256], inputs=["gaussian"], trials=[48])
 TARGET = 1.6

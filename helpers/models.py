@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ParameterError
+from .errors import ArgumentError
 
 POSITIONS = ("none", "sinusoidal", "learned", "rope")
 NORMS = ("pre", "post", "none")
@@ -44,7 +44,7 @@ PATHS = ("fast", "explicit")
 
 def _positive_int(name, value):
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ParameterError(name, value, "a positive integer")
+        raise ArgumentError(name, value, "a positive integer")
 
 
 def _optional_positive_int(name, value):
@@ -54,18 +54,18 @@ def _optional_positive_int(name, value):
 
 def _one_of(name, value, options):
     if value not in options:
-        raise ParameterError(name, value, f"one of {list(options)}")
+        raise ArgumentError(name, value, f"one of {list(options)}")
 
 
 def _optional_positive_number(name, value):
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
                               or not math.isfinite(value)):
-        raise ParameterError(name, value, "None or a finite number > 0")
+        raise ArgumentError(name, value, "None or a finite number > 0")
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Every knob of the transformer; invalid values raise `ParameterError` naming the field."""
+    """Every knob of the transformer; invalid values raise `ArgumentError` naming the field."""
 
     d_model: int = 64
     n_heads: int = 4
@@ -104,37 +104,37 @@ class ModelConfig:
             _one_of(name, getattr(self, name), options)
         for name in ("mlp", "residual", "causal", "bias"):
             if not isinstance(getattr(self, name), bool):
-                raise ParameterError(name, getattr(self, name), "True or False")
+                raise ArgumentError(name, getattr(self, name), "True or False")
         _optional_positive_number("scale", self.scale)
         _optional_positive_number("temperature", self.temperature)
         if self.scale is not None and self.temperature is not None:
-            raise ParameterError("temperature", self.temperature, "None when scale is given (set one of them)")
+            raise ArgumentError("temperature", self.temperature, "None when scale is given (set one of them)")
         if not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            raise ParameterError("dropout", self.dropout, "a number in [0, 1)")
+            raise ArgumentError("dropout", self.dropout, "a number in [0, 1)")
         if self.d_head is None and self.d_model % self.n_heads:
-            raise ParameterError("d_head", None, f"an explicit d_head, since d_model={self.d_model} is not divisible "
+            raise ArgumentError("d_head", None, f"an explicit d_head, since d_model={self.d_model} is not divisible "
                                  f"by n_heads={self.n_heads}")
         if self.pos == "rope" and self.head_dim % 2:
-            raise ParameterError("d_head", self.head_dim, "an even number with pos='rope'")
+            raise ArgumentError("d_head", self.head_dim, "an even number with pos='rope'")
         kinds = [k for k, on in (("vocab_size", self.vocab_size is not None),
                                  ("input_dim", self.input_dim is not None),
                                  ("image_size/patch_size", self.image_size is not None or self.patch_size is not None))
                  if on]
         if len(kinds) != 1:
-            raise ParameterError("vocab_size", self.vocab_size, "exactly one input kind: vocab_size (tokens), "
+            raise ArgumentError("vocab_size", self.vocab_size, "exactly one input kind: vocab_size (tokens), "
                                  f"input_dim (vectors) or image_size + patch_size (images); got {kinds or 'none'}")
         if kinds == ["image_size/patch_size"]:
             if self.image_size is None or self.patch_size is None:
-                raise ParameterError("patch_size", self.patch_size, "image_size and patch_size given together")
+                raise ArgumentError("patch_size", self.patch_size, "image_size and patch_size given together")
             if self.image_size % self.patch_size:
-                raise ParameterError("patch_size", self.patch_size, f"a divisor of image_size={self.image_size}")
+                raise ArgumentError("patch_size", self.patch_size, f"a divisor of image_size={self.image_size}")
             if self.n_patches > self.max_len:
-                raise ParameterError("max_len", self.max_len, f">= the number of patches {self.n_patches}")
+                raise ArgumentError("max_len", self.max_len, f">= the number of patches {self.n_patches}")
         if self.task == "lm" and self.vocab_size is None:
-            raise ParameterError("task", self.task, "'classify' or 'features' for inputs without vocab_size "
+            raise ArgumentError("task", self.task, "'classify' or 'features' for inputs without vocab_size "
                                  "('lm' predicts tokens)")
         if self.task == "classify" and self.n_classes is None:
-            raise ParameterError("n_classes", None, "a positive integer when task='classify'")
+            raise ArgumentError("n_classes", None, "a positive integer when task='classify'")
 
     @property
     def head_dim(self) -> int:
@@ -169,7 +169,7 @@ class ModelConfig:
     def from_dict(cls, values: dict) -> "ModelConfig":
         unknown = set(values) - {f.name for f in fields(cls)}
         if unknown:
-            raise ParameterError(sorted(unknown)[0], values[sorted(unknown)[0]],
+            raise ArgumentError(sorted(unknown)[0], values[sorted(unknown)[0]],
                                  f"a ModelConfig field: {[f.name for f in fields(cls)]}")
         return cls(**values)
 
@@ -181,9 +181,9 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ParameterError("device", device, "None (auto), 'cpu', 'cuda' or 'cuda:<index>'") from None
+        raise ArgumentError("device", device, "None (auto), 'cpu', 'cuda' or 'cuda:<index>'") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ParameterError("device", str(device), "'cpu' or None here: CUDA is not available")
+        raise ArgumentError("device", str(device), "'cpu' or None here: CUDA is not available")
     return device
 
 
@@ -391,7 +391,7 @@ def build_model(cfg: ModelConfig | dict | None = None, seed: int = 0, device=Non
     elif overrides:
         cfg = ModelConfig.from_dict({**cfg.to_dict(), **overrides})
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-        raise ParameterError("seed", seed, "a non-negative integer")
+        raise ArgumentError("seed", seed, "a non-negative integer")
     target = pick_device(device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

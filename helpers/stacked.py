@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .config import ParameterError
+from .errors import ArgumentError
 from .data import IGNORE, TaskData
 from .models import ModelConfig, Rotary, Transformer, build_model, pick_device, sinusoidal_table
 from .train import BatchOrder, TrainingDiverged, _check, lr_factor
@@ -93,12 +93,12 @@ class ModelStack:
     def __init__(self, models: list[Transformer], attention: str = "fast"):
         models = list(models) if isinstance(models, (list, tuple)) else models
         if not isinstance(models, list) or not models:
-            raise ParameterError("models", models, "a non-empty list of helpers.models.Transformer")
+            raise ArgumentError("models", models, "a non-empty list of helpers.models.Transformer")
         for i, model in enumerate(models):
             if not isinstance(model, Transformer):
-                raise ParameterError(f"models[{i}]", type(model).__name__, "a helpers.models.Transformer")
+                raise ArgumentError(f"models[{i}]", type(model).__name__, "a helpers.models.Transformer")
         if attention not in PATHS:
-            raise ParameterError("attention", attention, f"one of {list(PATHS)}")
+            raise ArgumentError("attention", attention, f"one of {list(PATHS)}")
         self.configs = [m.cfg for m in models]
         base = _family(self.configs[0])
         for i, cfg in enumerate(self.configs[1:], start=1):
@@ -106,15 +106,15 @@ class ModelStack:
             differ = [k for k in base if base[k] != other[k]]
             if differ:
                 k = differ[0]
-                raise ParameterError(f"models[{i}].cfg.{k}", other[k],
+                raise ArgumentError(f"models[{i}].cfg.{k}", other[k],
                                      f"{base[k]!r} as in models[0]: a stack holds one family (only d_head may "
                                      f"differ; set d_value to hold the value width fixed)")
         first = self.configs[0]
         dims = [cfg.head_dim for cfg in self.configs]
         if first.pos == "rope" and len(set(dims)) > 1:
-            raise ParameterError("models", f"d_head {sorted(set(dims))}", "one d_head per stack with pos='rope'")
+            raise ArgumentError("models", f"d_head {sorted(set(dims))}", "one d_head per stack with pos='rope'")
         if first.dropout:
-            raise ParameterError("models[0].cfg.dropout", first.dropout, "0 in a stack")
+            raise ArgumentError("models[0].cfg.dropout", first.dropout, "0 in a stack")
         self.d_heads = dims
         self.padded = max(dims)
         self.template = replace(first, d_head=self.padded, d_value=first.value_dim)
@@ -149,9 +149,9 @@ class ModelStack:
         """A stack of freshly initialised models: model i is `build_model(configs[i], seed=seeds[i])`."""
         configs, seeds = list(configs), list(seeds)
         if not configs:
-            raise ParameterError("configs", configs, "a non-empty list of ModelConfig")
+            raise ArgumentError("configs", configs, "a non-empty list of ModelConfig")
         if len(seeds) != len(configs):
-            raise ParameterError("seeds", seeds, f"one seed per config ({len(configs)})")
+            raise ArgumentError("seeds", seeds, f"one seed per config ({len(configs)})")
         return cls([build_model(cfg, seed=s, device=device) for cfg, s in zip(configs, seeds)], attention)
 
     def __len__(self) -> int:
@@ -376,18 +376,18 @@ class StackResult:
 
 def _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples):
     if not isinstance(stack, ModelStack):
-        raise ParameterError("stack", type(stack).__name__, "a ModelStack")
+        raise ArgumentError("stack", type(stack).__name__, "a ModelStack")
     if not isinstance(data, TaskData):
-        raise ParameterError("data", type(data).__name__, "a helpers.data.TaskData")
+        raise ArgumentError("data", type(data).__name__, "a helpers.data.TaskData")
     if not isinstance(seeds, (list, tuple)) or len(seeds) != len(stack) or not all(
             isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-        raise ParameterError("seeds", seeds, f"a list of {len(stack)} non-negative integers (one per model)")
+        raise ArgumentError("seeds", seeds, f"a list of {len(stack)} non-negative integers (one per model)")
     if patience is not None and (not isinstance(patience, int) or isinstance(patience, bool) or patience < 1):
-        raise ParameterError("patience", patience, "None (no early stopping) or an integer >= 1")
+        raise ArgumentError("patience", patience, "None (no early stopping) or an integer >= 1")
     if not isinstance(min_improvement, (int, float)) or not 0 <= min_improvement < 1:
-        raise ParameterError("min_improvement", min_improvement, "a number in [0, 1)")
+        raise ArgumentError("min_improvement", min_improvement, "a number in [0, 1)")
     if val_examples is not None and (not isinstance(val_examples, int) or not 1 <= val_examples < len(data.train_x)):
-        raise ParameterError("val_examples", val_examples, f"None or an integer from 1 to {len(data.train_x) - 1}")
+        raise ArgumentError("val_examples", val_examples, f"None or an integer from 1 to {len(data.train_x) - 1}")
 
 
 def should_stop(val_losses: list[float], patience: int, min_improvement: float) -> bool:
@@ -434,9 +434,9 @@ def train_stack(
     _check(steps, batch_size, lr, warmup, clip, eval_every, 0, (), weight_decay)
     _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples)
     if patience is not None and not eval_every:
-        raise ParameterError("eval_every", eval_every, "an integer >= 1 when patience is set")
+        raise ArgumentError("eval_every", eval_every, "an integer >= 1 when patience is set")
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
-        raise ParameterError("threads", threads, "None or a positive integer")
+        raise ArgumentError("threads", threads, "None or a positive integer")
     if patience is not None and val_examples is None:
         val_examples = max(1, min(512, len(data.train_x) // 10))
     val_examples = val_examples if patience is not None else 0
@@ -553,7 +553,7 @@ def bucket_head_dims(dims, offset: float, max_waste: float = 0.25) -> list[list[
     """
     dims = sorted(set(dims))
     if not dims or not all(isinstance(d, int) and d >= 1 for d in dims):
-        raise ParameterError("dims", dims, "a non-empty list of positive integers")
+        raise ArgumentError("dims", dims, "a non-empty list of positive integers")
     groups: list[list[int]] = []
     for d in dims:
         if groups:

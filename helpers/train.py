@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from . import rank
 from .capture import attention_ranks
-from .config import ParameterError
+from .errors import ArgumentError
 from .data import IGNORE, TaskData
 from .models import count_parameters, pick_device
 from .seeding import torch_generator
@@ -99,7 +99,7 @@ def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 256, dev
 def _check(steps, batch_size, lr, warmup, clip, eval_every, rank_every, rank_measures, weight_decay):
     def integer(name, value, low):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ParameterError(name, value, f"an integer >= {low}")
+            raise ArgumentError(name, value, f"an integer >= {low}")
 
     integer("steps", steps, 1)
     integer("batch_size", batch_size, 1)
@@ -107,14 +107,14 @@ def _check(steps, batch_size, lr, warmup, clip, eval_every, rank_every, rank_mea
     integer("eval_every", eval_every, 0)
     integer("rank_every", rank_every, 0)
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0 or not math.isfinite(lr):
-        raise ParameterError("lr", lr, "a finite number > 0")
+        raise ArgumentError("lr", lr, "a finite number > 0")
     if clip is not None and not clip > 0:
-        raise ParameterError("clip", clip, "None (no clipping) or a number > 0")
+        raise ArgumentError("clip", clip, "None (no clipping) or a number > 0")
     if not weight_decay >= 0:
-        raise ParameterError("weight_decay", weight_decay, "a number >= 0")
+        raise ArgumentError("weight_decay", weight_decay, "a number >= 0")
     for m in rank_measures:
         if m not in rank.MEASURES:
-            raise ParameterError("rank_measures", rank_measures, f"a tuple of {list(rank.MEASURES)}")
+            raise ArgumentError("rank_measures", rank_measures, f"a tuple of {list(rank.MEASURES)}")
 
 
 def train(
@@ -186,7 +186,7 @@ def train(
     if threads == "auto":
         threads = 1 if device.type == "cpu" and count_parameters(model) < SMALL_MODEL else None
     if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise ParameterError("threads", threads, '"auto", None or a positive integer')
+        raise ArgumentError("threads", threads, '"auto", None or a positive integer')
     saved_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)

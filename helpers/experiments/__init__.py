@@ -1,6 +1,6 @@
 """Sweeps: a grid of configs x seeds -> a tidy DataFrame, each point cached in the result store.
 
-The experiments of each chapter live in their own submodule (`helpers.experiments.barrier`, ...),
+The experiments of each chapter live in their own submodule (`helpers.experiments.ch02_low_rank_barrier`, ...),
 so chapters never edit one shared file; this module holds the runner they all use.
 
     def point(n, d_head, seed):           # a top-level function returning a dict or a list of dicts

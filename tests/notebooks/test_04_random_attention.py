@@ -5,7 +5,7 @@ import math
 import pytest
 
 from helpers import theory
-from helpers.experiments import random_init as ri
+from helpers.experiments import ch04_random_attention as ri
 
 NUM3 = ri.numerical_name(1e-3)
 

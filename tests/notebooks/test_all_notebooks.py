@@ -29,7 +29,7 @@ def test_source_notebook_is_clean_and_parametrised(notebook):
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     assert "parameters" in code_cells[0].metadata.get("tags", []), "first code cell must be tagged 'parameters'"
     assert "MODE" in code_cells[0].source and "SEED" in code_cells[0].source
-    assert "config.validate" in code_cells[1].source, "second code cell must validate the parameters"
+    assert "parameters.validate" in code_cells[1].source, "second code cell must validate the parameters"
     for cell in code_cells:
         assert not cell.outputs and cell.execution_count is None, "commit notebooks without outputs"
 

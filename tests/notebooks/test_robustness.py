@@ -55,8 +55,8 @@ def test_leaving_out_a_task_marks_its_prose_numbers_not_run(tmp_path):
 
 SWEEP_CHAPTER = '''
 import time
-from helpers import config, experiments
-P = config.validate(MODE=(MODE, config.mode), SEED=(SEED, config.seed))
+from helpers import parameters, experiments
+P = parameters.validate(MODE=(MODE, parameters.mode), SEED=(SEED, parameters.seed))
 
 def point(i, seed):
     time.sleep(0.4)

@@ -56,5 +56,5 @@ def test_chapter_one_rejects_bad_parameters_before_computing(tmp_path, name, val
     assert f"Parameter {name}: got {value!r}" in err.value.evalue and "allowed" in err.value.evalue
     executed = nbformat.read(out, as_version=4)
     failing = next(i for i, c in enumerate(executed.cells) if c.get("outputs") and c.outputs[0].get("ename"))
-    assert "config.validate" in executed.cells[failing].source, "the validation cell is the one that fails"
+    assert "parameters.validate" in executed.cells[failing].source, "the validation cell is the one that fails"
     assert all(c.get("execution_count") is None for c in executed.cells[failing + 1:]), "nothing runs after it"

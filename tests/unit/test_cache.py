@@ -52,9 +52,9 @@ def edit(path):
 
 
 def test_dependency_files_follow_the_imports_of_a_chapter_module():
-    names = {str(p.relative_to(cache.PACKAGE)) for p in cache.dependency_files("helpers.experiments.barrier")}
+    names = {str(p.relative_to(cache.PACKAGE)) for p in cache.dependency_files("helpers.experiments.ch02_low_rank_barrier")}
     # barrier.py: `from .. import attention, geometry, rank, seeding`; the runner and the store always count
-    assert {"experiments/barrier.py", "attention.py", "geometry.py", "rank.py", "seeding.py",
+    assert {"experiments/ch02_low_rank_barrier.py", "attention.py", "geometry.py", "rank.py", "seeding.py",
             "experiments/__init__.py", "__init__.py", "cache.py"} <= names
     assert not {"plotting.py", "record.py", "book.py", "models.py", "train.py"} & names
     assert cache.dependency_files("tests.unit.test_cache") is None
@@ -62,7 +62,7 @@ def test_dependency_files_follow_the_imports_of_a_chapter_module():
 
 def test_code_hash_changes_with_a_dependency_and_not_with_unrelated_code(tmp_path):
     package = copy_of_helpers(tmp_path)
-    module = "helpers.experiments.barrier"
+    module = "helpers.experiments.ch02_low_rank_barrier"
     before, everything = cache.code_hash(module, package), cache.source_hash(package)
     edit(package / "plotting.py")
     assert cache.code_hash(module, package) == before, "a plotting change must leave the chapter's sweeps warm"
@@ -82,17 +82,17 @@ def point_in_this_file(n, seed):
 def test_run_sweep_keys_points_by_the_code_of_their_module(tmp_path):
     import functools
 
-    from helpers.experiments import random_init
+    from helpers.experiments import ch04_random_attention
 
-    assert cache.point_module(functools.partial(random_init.rank_point, trials=1)) == "helpers.experiments.random_init"
+    assert cache.point_module(functools.partial(ch04_random_attention.rank_point, trials=1)) == "helpers.experiments.ch04_random_attention"
     store = ResultStore(tmp_path)
     run_sweep("probe", point_in_this_file, grid(n=[1]), [0], store=store, progress=False)
     entry = json.loads(next((tmp_path / "probe").glob("*.json")).read_text())
     assert entry["helpers_source"] == cache.source_hash()  # defined outside helpers: every file counts
-    run_sweep("probe_init", random_init.rank_point, grid(n=[8], d_head=[2], d_model=[8], inputs=["gaussian"], trials=[1]),
+    run_sweep("probe_init", ch04_random_attention.rank_point, grid(n=[8], d_head=[2], d_model=[8], inputs=["gaussian"], trials=[1]),
               [0], store=store, progress=False)
     entry = json.loads(next((tmp_path / "probe_init").glob("*.json")).read_text())
-    assert entry["helpers_source"] == cache.code_hash("helpers.experiments.random_init") != cache.source_hash()
+    assert entry["helpers_source"] == cache.code_hash("helpers.experiments.ch04_random_attention") != cache.source_hash()
 
 
 def test_dataclass_configs_are_keyed_by_value():

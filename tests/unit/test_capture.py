@@ -5,7 +5,7 @@ import torch
 
 from helpers import rank
 from helpers.capture import attention_probs, attention_ranks, capture
-from helpers.config import ParameterError
+from helpers.errors import ArgumentError
 from helpers.models import build_model
 
 
@@ -99,13 +99,13 @@ def test_chosen_layers_several_passes_and_errors():
     assert cap.layers == [2]
     assert torch.allclose(cap.probs[0], full[2], atol=1e-6)
     for bad in ([3], [], [0, 0]):
-        with pytest.raises(ParameterError, match="layers"):
+        with pytest.raises(ArgumentError, match="layers"):
             with capture(model, layers=bad):
                 pass
-    with pytest.raises(ParameterError, match="measures"):
+    with pytest.raises(ArgumentError, match="measures"):
         with capture(model, measures=("trace",)):
             pass
-    with pytest.raises(ParameterError, match="model"):
+    with pytest.raises(ArgumentError, match="model"):
         with capture(torch.nn.Linear(2, 2)):
             pass
     with pytest.raises(RuntimeError, match="nothing was captured"):

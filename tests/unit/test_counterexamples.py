@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from helpers import attention, counterexamples as cx, models, rank, seeding
-from helpers.experiments import breaking
+from helpers.experiments import ch08_where_it_breaks
 
 MEASURES = ("hardmax", "numerical", "effective", "stable")
 
@@ -157,14 +157,14 @@ def test_dong_residual_is_zero_for_rank_one_token_states():
 
 
 def test_pure_attention_collapses_and_residual_connections_prevent_it():
-    pure = breaking.depth_point("sinusoidal", "attn", "none", 16, 4, 32, 2, 8, 2, seed=0)
-    skip = breaking.depth_point("sinusoidal", "attn+res", "none", 16, 4, 32, 2, 8, 2, seed=0)
+    pure = ch08_where_it_breaks.depth_point("sinusoidal", "attn", "none", 16, 4, 32, 2, 8, 2, seed=0)
+    skip = ch08_where_it_breaks.depth_point("sinusoidal", "attn+res", "none", 16, 4, 32, 2, 8, 2, seed=0)
     assert pure[-1]["residual"] < 1e-3 < skip[-1]["residual"]
     assert pure[-1]["rank_numerical"] == pytest.approx(1.0)
 
 
 def test_counterexample_point_matches_every_closed_form():
-    rows = breaking.counterexample_point(n=20, d_head=8, seed=0)
+    rows = ch08_where_it_breaks.counterexample_point(n=20, d_head=8, seed=0)
     checked = [r for r in rows if r["closed_form"] is not None]
     assert len(checked) >= 20
     for row in checked:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from helpers import data
-from helpers.config import ParameterError
+from helpers.errors import ArgumentError
 from helpers.rank import numerical_rank
 
 
@@ -82,7 +82,7 @@ def test_images(name):
         assert data.patchify(d.train_x, d.info["patch_size"]).shape[1] == n
     again = data.load(name, 16, n_train=12, n_test=6)
     assert torch.equal(again.train_x, d.train_x) and torch.equal(again.test_y, d.test_y)
-    with pytest.raises(ParameterError, match="Parameter n:"):
+    with pytest.raises(ArgumentError, match="Argument n:"):
         data.load(name, 64)
 
 
@@ -115,7 +115,7 @@ def test_missing_package_says_how_to_install(monkeypatch):
     (lambda: data.load("digits", 16, vocab_size=3), "options"),
 ])
 def test_bad_arguments_name_the_parameter(call, name):
-    with pytest.raises(ParameterError, match=f"Parameter {name}:"):
+    with pytest.raises(ArgumentError, match=f"Argument {name}:"):
         call()
 
 

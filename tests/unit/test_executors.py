@@ -12,7 +12,7 @@ import pytest
 from helpers import executors
 from helpers.cache import ResultStore
 from helpers.experiments import SweepError, grid, run_sweep
-from helpers.experiments.random_init import rank_point
+from helpers.experiments.ch04_random_attention import rank_point
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers import geometry, rank
-from helpers.experiments import saturation
+from helpers.experiments import ch03_saturation
 
 
 def brute_force_vertices(points):
@@ -72,7 +72,7 @@ def test_d1_hardmax_rank_is_at_most_two(seed):
     k = torch.randn(20, n, 1, generator=gen, dtype=torch.float64)
     ranks = rank.hardmax_rank(q @ k.transpose(-1, -2))
     assert int(ranks.max()) <= 2
-    rows = saturation.hardmax_point(n=n, d_head=1, keys="gaussian", trials=2, seed=seed)
+    rows = ch03_saturation.hardmax_point(n=n, d_head=1, keys="gaussian", trials=2, seed=seed)
     assert max(r["rank"] for r in rows) <= 2
 
 
@@ -85,11 +85,11 @@ def test_key_norm_stats_and_bad_input():
 
 def test_cheap_gaussian_input_sampling_matches_the_explicit_construction():
     from helpers import attention
-    from helpers.experiments import barrier
+    from helpers.experiments import ch02_low_rank_barrier
 
     gen = torch.Generator().manual_seed(11)
     n, d_head, d_model, count = 16, 4, 24, 600
-    cheap = rank.hardmax_rank(barrier.gaussian_input_logits(n, d_head, d_model, count, gen)).double()
+    cheap = rank.hardmax_rank(ch02_low_rank_barrier.gaussian_input_logits(n, d_head, d_model, count, gen)).double()
     explicit = rank.hardmax_rank(attention.random_logits(n, d_head, d_model=d_model, inputs="gaussian", weight_std=1.0,
                                                          batch=count, generator=gen)).double()
     se = float(torch.sqrt(cheap.var() / count + explicit.var() / count))

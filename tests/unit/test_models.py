@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from helpers.config import ParameterError
+from helpers.errors import ArgumentError
 from helpers.models import ModelConfig, build_model, count_parameters, pick_device, sinusoidal_table
 
 
@@ -48,7 +48,7 @@ def test_d_head_independent_of_d_model_over_heads(d_model, n_heads, d_head):
 
 def test_default_d_head_and_indivisible_error():
     assert ModelConfig(vocab_size=5, d_model=32, n_heads=4).head_dim == 8
-    with pytest.raises(ParameterError, match="d_head"):
+    with pytest.raises(ArgumentError, match="d_head"):
         ModelConfig(vocab_size=5, d_model=30, n_heads=4)
 
 
@@ -122,14 +122,14 @@ def test_causal_model_ignores_the_future():
 ])
 def test_config_errors_name_the_parameter(bad, name):
     options = {"vocab_size": 5, **bad}
-    with pytest.raises(ParameterError, match=f"Parameter {name}:"):
+    with pytest.raises(ArgumentError, match=f"Argument {name}:"):
         ModelConfig(**options)
 
 
 def test_image_config_errors_and_long_input():
-    with pytest.raises(ParameterError, match="patch_size"):
+    with pytest.raises(ArgumentError, match="patch_size"):
         ModelConfig(image_size=28, patch_size=5, task="classify", n_classes=10)
-    with pytest.raises(ParameterError, match="max_len"):
+    with pytest.raises(ArgumentError, match="max_len"):
         ModelConfig(image_size=28, patch_size=1, task="classify", n_classes=10, max_len=100)
     model = build_model(vocab_size=5, max_len=8)
     with pytest.raises(ValueError, match="max_len"):
@@ -139,11 +139,11 @@ def test_image_config_errors_and_long_input():
 def test_build_model_from_dict_and_device():
     cfg = ModelConfig(vocab_size=5, d_model=16, n_heads=2)
     assert build_model(cfg.to_dict(), d_head=3).cfg.head_dim == 3
-    with pytest.raises(ParameterError, match="colour"):
+    with pytest.raises(ArgumentError, match="colour"):
         build_model({**cfg.to_dict(), "colour": 1})
     assert pick_device("cpu").type == "cpu"
     assert pick_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
-    with pytest.raises(ParameterError, match="device"):
+    with pytest.raises(ArgumentError, match="device"):
         pick_device("tpu")
 
 

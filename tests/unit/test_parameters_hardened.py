@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from helpers import book
-from helpers.config import ParameterError
+from helpers.parameters import ParameterError
 
 FREE_TEXT: set = set()  # parameters whose every text value is legal (none so far)
 

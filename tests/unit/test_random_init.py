@@ -1,4 +1,4 @@
-"""helpers.experiments.random_init against independent plain-numpy computations."""
+"""helpers.experiments.ch04_random_attention against independent plain-numpy computations."""
 
 import math
 
@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import attention, book, config, seeding, theory
+from helpers import attention, book, parameters, seeding, theory
+from helpers.parameters import ParameterError
 from helpers.cache import ResultStore
-from helpers.experiments import random_init as ri
+from helpers.experiments import ch04_random_attention as ri
 
 
 def numpy_measures(matrix: np.ndarray, rtols=ri.RTOLS) -> dict:
@@ -179,7 +180,7 @@ def test_notebook_parameters_are_validated_before_any_computation(override, name
     scope: dict = {}
     exec(parameters, scope)
     scope.update(override)
-    with pytest.raises(config.ParameterError) as err:
+    with pytest.raises(ParameterError) as err:
         exec(validation, scope)
     assert err.value.name == name
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.config import ParameterError
-from helpers.experiments import real_data as rd
+from helpers.parameters import ParameterError
+from helpers.experiments import ch06_real_data as rd
 
 TINY = replace(rd.TrainSpec.for_mode("quick"), steps=6, tokens_per_step=128, test_tokens=256, probe_tokens=64,
                d_model=16)

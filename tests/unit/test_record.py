@@ -3,13 +3,13 @@
 import nbformat
 import numpy as np
 
-from helpers import config, record
+from helpers import parameters, record
 
 
 def test_recorder_saves_the_given_and_the_resolved_parameters(tmp_path, monkeypatch):
     monkeypatch.setenv("BOOK_METRICS_DIR", str(tmp_path))
-    P = config.validate(MODE=("quick", config.mode), SEED=(3, config.seed),
-                        TRIALS=(None, config.optional(config.integer(1, 99))))
+    P = parameters.validate(MODE=("quick", parameters.mode), SEED=(3, parameters.seed),
+                        TRIALS=(None, parameters.optional(parameters.integer(1, 99))))
     rec = record.Recorder("00_probe", P)
     P.mode_default("TRIALS", quick=4, full=8)  # resolved after the recorder was made: still saved
     rec.save()

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from helpers import capture, rank
-from helpers.experiments import reduction as red
+from helpers.experiments import ch07_model_reduction as red
 from helpers.models import ModelConfig, build_model
 
 

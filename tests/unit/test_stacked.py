@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers import data
-from helpers.config import ParameterError
+from helpers.errors import ArgumentError
 from helpers.experiments import run_stacked_sweep, stack_configs
 from helpers.models import ModelConfig, build_model, uniform_attention
 from helpers.stacked import (ModelStack, StackDiverged, StackedAdamW, bucket_head_dims, clip_per_model,
@@ -195,22 +195,22 @@ def test_bad_input_fails_before_training(copy_data):
     stack = ModelStack.build(configs(copy_data, [2, 4]), seeds=[0, 1])
     before = {k: v.detach().clone() for k, v in stack.params.items()}
     for lr in (0, -1e-3, float("nan"), float("inf"), "3e-3", True, None):
-        with pytest.raises(ParameterError, match=r"Parameter lr: got .*allowed: a finite number > 0"):
+        with pytest.raises(ArgumentError, match=r"Argument lr: got .*allowed: a finite number > 0"):
             train_stack(stack, copy_data, seeds=[0, 1], steps=5, lr=lr, progress=False)
-    with pytest.raises(ParameterError, match="seeds"):
+    with pytest.raises(ArgumentError, match="seeds"):
         train_stack(stack, copy_data, seeds=[0], steps=5, progress=False)
     assert all(torch.equal(before[k], v) for k, v in stack.params.items())
-    with pytest.raises(ParameterError, match=r"Parameter models: got \[\]"):
+    with pytest.raises(ArgumentError, match=r"Argument models: got \[\]"):
         ModelStack([])
-    with pytest.raises(ParameterError, match="configs"):
+    with pytest.raises(ArgumentError, match="configs"):
         ModelStack.build([], seeds=[])
     mixed = [build_model(configs(copy_data, [4])[0]), build_model(configs(copy_data, [4], d_model=16)[0])]
-    with pytest.raises(ParameterError, match=r"models\[1\]\.cfg\.d_model: got 16 .*32 as in models\[0\]"):
+    with pytest.raises(ArgumentError, match=r"models\[1\]\.cfg\.d_model: got 16 .*32 as in models\[0\]"):
         ModelStack(mixed)
     values = [build_model(configs(copy_data, [4])[0]), build_model(configs(copy_data, [4], d_value=4)[0])]
-    with pytest.raises(ParameterError, match=r"models\[1\]\.cfg\.d_value"):
+    with pytest.raises(ArgumentError, match=r"models\[1\]\.cfg\.d_value"):
         ModelStack(values)
-    with pytest.raises(ParameterError, match="rope"):
+    with pytest.raises(ArgumentError, match="rope"):
         ModelStack([build_model(c) for c in configs(copy_data, [2, 4], pos="rope")])
 
 

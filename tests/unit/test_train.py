@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from helpers import data
-from helpers.config import ParameterError
+from helpers.errors import ArgumentError
 from helpers.models import build_model
 from helpers.train import TrainingDiverged, evaluate, final, lr_factor, train
 
@@ -78,5 +78,5 @@ def test_schedule_warms_up_then_decays():
 ])
 def test_bad_arguments_fail_before_training(options, name):
     d = data.load("reversal", 8, n_train=8, n_test=8)
-    with pytest.raises(ParameterError, match=f"Parameter {name}:"):
+    with pytest.raises(ArgumentError, match=f"Argument {name}:"):
         train(tiny(d), d, progress=False, **options)

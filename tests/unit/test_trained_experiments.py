@@ -1,4 +1,4 @@
-"""helpers.experiments.trained: one tiny training point, its caching, and the summaries built on it."""
+"""helpers.experiments.ch05_trained_synthetic: one tiny training point, its caching, and the summaries built on it."""
 
 import math
 
@@ -7,14 +7,14 @@ import pandas as pd
 import pytest
 
 from helpers.cache import ResultStore
-from helpers.experiments import run_sweep, trained
+from helpers.experiments import run_sweep, ch05_trained_synthetic
 
 TINY = dict(n=12, d_head=2, d_model=16, n_heads=2, n_layers=1, steps=2)
 
 
 @pytest.fixture(scope="module")
 def tiny_rows():
-    return trained.train_point("copy", seed=0, **TINY)
+    return ch05_trained_synthetic.train_point("copy", seed=0, **TINY)
 
 
 def frame(rows, task="copy", seed=0, **config):
@@ -26,7 +26,7 @@ def test_point_returns_plain_rows_with_every_metric(tiny_rows):
     assert all(set(row) == {"step", "metric", "value", "layer", "head"} for row in tiny_rows)
     assert all(isinstance(row["value"], float) and isinstance(row["layer"], int) for row in tiny_rows)
     metrics = {row["metric"] for row in tiny_rows}
-    assert {f"rank_{m}" for m in trained.RANK_MEASURES} <= metrics
+    assert {f"rank_{m}" for m in ch05_trained_synthetic.RANK_MEASURES} <= metrics
     assert {"test_loss", "test_accuracy", "chance_loss", "baseline_accuracy"} <= metrics
     steps = {row["step"] for row in tiny_rows if row["metric"] == "rank_hardmax"}
     assert {0, TINY["steps"]} <= steps, "rank at initialization and after training"
@@ -42,9 +42,9 @@ def test_ranks_are_within_one_and_n(tiny_rows):
 
 
 def test_same_seed_same_numbers_other_seed_other_numbers(tiny_rows):
-    again = trained.train_point("copy", seed=0, **TINY)
+    again = ch05_trained_synthetic.train_point("copy", seed=0, **TINY)
     assert again == tiny_rows
-    other = trained.train_point("copy", seed=1, **TINY)
+    other = ch05_trained_synthetic.train_point("copy", seed=1, **TINY)
     assert [r["value"] for r in other] != [r["value"] for r in tiny_rows]
 
 
@@ -56,44 +56,44 @@ def test_reference_levels(tiny_rows):
 
 
 def test_sorting_baseline_beats_chance():
-    data, _ = trained.build("sorting", 32, 2, 16, 1, 1, seed=0)
-    assert trained.position_baseline(data) > 2 / 16, "sorted outputs are predictable from the position"
+    data, _ = ch05_trained_synthetic.build("sorting", 32, 2, 16, 1, 1, seed=0)
+    assert ch05_trained_synthetic.position_baseline(data) > 2 / 16, "sorted outputs are predictable from the position"
 
 
 def test_point_is_cached_through_run_sweep(tmp_path):
     store = ResultStore(tmp_path)
     configs = [{"task": "sorting", **TINY}]
-    first = run_sweep(trained.EXPERIMENT, trained.train_point, configs, [0], store=store, progress=False)
-    assert len(list((tmp_path / trained.EXPERIMENT).glob("*.json"))) == 1
-    second = run_sweep(trained.EXPERIMENT, trained.train_point, configs, [0], store=store, progress=False)
+    first = run_sweep(ch05_trained_synthetic.EXPERIMENT, ch05_trained_synthetic.train_point, configs, [0], store=store, progress=False)
+    assert len(list((tmp_path / ch05_trained_synthetic.EXPERIMENT).glob("*.json"))) == 1
+    second = run_sweep(ch05_trained_synthetic.EXPERIMENT, ch05_trained_synthetic.train_point, configs, [0], store=store, progress=False)
     pd.testing.assert_frame_equal(first, second, check_like=True)
 
 
 def test_summaries(tiny_rows):
     df = pd.concat([frame(tiny_rows), frame(tiny_rows, d_head=4)], ignore_index=True)
-    summary = trained.summarise(df)
+    summary = ch05_trained_synthetic.summarise(df)
     assert len(summary) == 2
-    for m in trained.RANK_MEASURES:
+    for m in ch05_trained_synthetic.RANK_MEASURES:
         assert (summary[f"{m}_final_max"] >= summary[f"{m}_final"] - 1e-12).all()
         assert np.allclose(summary[f"{m}_change"], (summary[f"{m}_final"] - summary[f"{m}_init"]) / summary.n)
-    table = trained.saturation_table(summary)
+    table = ch05_trained_synthetic.saturation_table(summary)
     assert set(table.rank_saturation_d_head) <= {2.0, 4.0}
-    traj = trained.rank_trajectories(df)
+    traj = ch05_trained_synthetic.rank_trajectories(df)
     assert traj.rank_over_n.between(0, 1).all()
-    heads = trained.per_head_final(df)
+    heads = ch05_trained_synthetic.per_head_final(df)
     assert set(heads.step) == {TINY["steps"]}
 
 
 def test_saturation_d_head():
-    assert trained.saturation_d_head([1, 2, 4, 8], [1.0, 5.0, 9.6, 10.0]) == 4
-    assert trained.saturation_d_head([8, 1, 4, 2], [10.0, 1.0, 9.6, 5.0]) == 4, "order of the sweep does not matter"
-    assert trained.saturation_d_head([1, 2], [0.3, 0.5], floor=0.3) == 2
-    assert math.isnan(trained.saturation_d_head([1, 2], [0.2, 0.2], floor=0.3))
+    assert ch05_trained_synthetic.saturation_d_head([1, 2, 4, 8], [1.0, 5.0, 9.6, 10.0]) == 4
+    assert ch05_trained_synthetic.saturation_d_head([8, 1, 4, 2], [10.0, 1.0, 9.6, 5.0]) == 4, "order of the sweep does not matter"
+    assert ch05_trained_synthetic.saturation_d_head([1, 2], [0.3, 0.5], floor=0.3) == 2
+    assert math.isnan(ch05_trained_synthetic.saturation_d_head([1, 2], [0.2, 0.2], floor=0.3))
 
 
 def test_ablation_configs_vary_one_knob_at_a_time():
     base = {"d_model": 32, "n_heads": 2, "n_layers": 1}
-    labelled = trained.ablation_configs(["copy"], 16, 4, base, [16, 32], [1, 2], [1, 4], steps=5)
+    labelled = ch05_trained_synthetic.ablation_configs(["copy"], 16, 4, base, [16, 32], [1, 2], [1, 4], steps=5)
     assert len(labelled) == 6
     for config in labelled:
         changed = [k for k in base if config[k] != base[k]]
@@ -103,4 +103,4 @@ def test_ablation_configs_vary_one_knob_at_a_time():
 
 def test_unknown_task_is_refused():
     with pytest.raises(ValueError, match="task must be one of"):
-        trained.build("nope", 16, 2, 16, 2, 1, seed=0)
+        ch05_trained_synthetic.build("nope", 16, 2, 16, 2, 1, seed=0)

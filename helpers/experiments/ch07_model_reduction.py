@@ -1,6 +1,6 @@
 """Chapter 07: is extra head dimension redundant? Compression after training, and controlled tests of rank.
 
-    from helpers.experiments import real_data as rd, reduction as red
+    from helpers.experiments import ch06_real_data as rd, ch07_model_reduction as red
     spec = rd.TrainSpec.for_mode("quick").as_config()
     rows = red.compression_point("shakespeare", 64, 16, [1, 4, 16], spec, seed=0)
 
@@ -28,7 +28,7 @@ import torch
 
 from ..capture import attention_ranks
 from ..train import evaluate
-from . import real_data as rd
+from . import ch06_real_data as rd
 
 EXPERIMENT_COMPRESSION = "ch7_compression"
 EXPERIMENT_CONTROLLED = "ch7_controlled"
@@ -214,7 +214,7 @@ def rank_levels(n: int) -> list[int]:
 
 def parse_task(name: str, value) -> tuple[str, int]:
     """A task "domain/n", e.g. "shakespeare/128", as (domain, n); a ParameterError names what is allowed."""
-    from ..config import ParameterError
+    from ..parameters import ParameterError
 
     allowed = f'"domain/n" with domain one of {list(rd.DOMAINS)} and a valid n, e.g. "shakespeare/128", "mnist/49"'
     if not isinstance(value, str) or value.count("/") != 1:

