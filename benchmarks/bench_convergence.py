@@ -81,6 +81,8 @@ def run(task: str, seeds: int, steps: int | None, threads: int | None) -> dict:
     secs = history[history.metric == "seconds"].groupby("step").value.max()
     below = bits[bits <= 3.0]
     out["seconds_to_3_bits"] = float(secs[below.index[0]]) if len(below) else None
+    curve = history[history.metric == ("test_accuracy" if metric == "accuracy" else "test_loss")]
+    out["curve"] = {int(k): float(v) for k, v in curve.groupby("step").value.mean().items()}  # seed mean
     verdicts = []
     if metric is not None:
         mean = sum(out[metric]) / seeds

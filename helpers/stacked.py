@@ -39,16 +39,22 @@ padding the next dim's stack to it would exceed the budget. Small dims are cheap
 Device handling: `helpers.models.pick_device` (CUDA when present), once, in `train_stack`.
 """
 
-import math
+import json
+import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from . import paths
+from .cache import cache_key
 from .errors import ArgumentError
 from .data import IGNORE, TaskData
 from .models import ModelConfig, Rotary, Transformer, build_model, pick_device, sinusoidal_table
@@ -173,6 +179,36 @@ class ModelStack:
         if self.rotary is not None:
             self.rotary = self.rotary.to(device)
         return self
+
+    def save(self, path: Path) -> Path:
+        """Every model's (unpadded) parameters and config in one `.npz` (no pickle), written atomically."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {f"{i}/{k}": v.cpu().numpy() for i in range(len(self)) for k, v in self.state_dict(i).items()}
+        arrays["configs"] = np.array(json.dumps([cfg.to_dict() for cfg in self.configs]))
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: Path, device=None, attention: str = "fast") -> "ModelStack":
+        """The stack written by `save` (use `.models()` for the standalone models)."""
+        with np.load(path, allow_pickle=False) as arrays:
+            configs = [ModelConfig.from_dict(c) for c in json.loads(str(arrays["configs"]))]
+            models = []
+            for i, cfg in enumerate(configs):
+                model = build_model(cfg, seed=0, device=device)
+                prefix = f"{i}/"
+                model.load_state_dict({k[len(prefix):]: torch.from_numpy(arrays[k]) for k in arrays.files
+                                       if k.startswith(prefix)})
+                models.append(model)
+        return cls(models, attention)
 
     def state_dict(self, index: int) -> dict:
         """Model `index`'s parameters, unpadded, as a standalone state dict (detached copies)."""
@@ -564,3 +600,9 @@ def bucket_head_dims(dims, offset: float, max_waste: float = 0.25) -> list[list[
                 continue
         groups.append([d])
     return groups
+
+
+def stack_weights_path(experiment: str, config: dict, module: str | None = None) -> Path:
+    """Where a stack task's weights live: `<store>/<experiment>_weights/<key>.npz`, keyed like its store entry
+    (the task's config with its members, and the code of `module`, the point function's module)."""
+    return paths.cache_dir() / f"{experiment}_weights" / f"{cache_key(experiment + '_weights', config, 0, module)}.npz"

@@ -11,7 +11,7 @@ from helpers.errors import ArgumentError
 from helpers.experiments import run_stacked_sweep, stack_configs
 from helpers.models import ModelConfig, build_model, uniform_attention
 from helpers.stacked import (ModelStack, StackDiverged, StackedAdamW, bucket_head_dims, clip_per_model,
-                             qk_work_offset, should_stop, train_stack)
+                             qk_work_offset, should_stop, stack_weights_path, train_stack)
 from helpers.train import evaluate, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -236,6 +236,7 @@ def point(task, members, seed):
     cfgs = configs(d, [m["d_head"] for m in members])
     stack = ModelStack.build(cfgs, seeds=[m["seed"] for m in members])
     result = train_stack(stack, d, seeds=[m["seed"] for m in members], steps=3, batch_size=8, progress=False)
+    stack.save(stack_weights_path("stack_test", {"task": task, "members": members}, __name__))
     return [{"d_head": m["d_head"], "seed": m["seed"], "test_loss": loss, "calls": 1}
             for m, loss in zip(members, result.status.test_loss)]
 
@@ -252,6 +253,14 @@ def test_a_stack_is_one_sweep_task_stored_once(tmp_path, monkeypatch):
     again = run_stacked_sweep("stack_test", point, grid, seeds=[0, 1],
                               buckets=lambda dims: [dims[:2], dims[2:]], progress=False)
     assert again.attrs["computed"] == 0 and again.test_loss.tolist() == first.test_loss.tolist()
+    members = tasks[1]["members"]  # the stored weights give back the standalone models
+    path = stack_weights_path("stack_test", {"task": "reversal", "members": members}, __name__)
+    assert path.parent.parent == tmp_path
+    models = ModelStack.load(path).models()
+    d = data.load("reversal", 6, n_train=64, n_test=8)
+    losses = [evaluate(m, d.test_x, d.test_y)["loss"] for m in models]
+    assert [m.cfg.head_dim for m in models] == [8, 8]
+    assert losses == pytest.approx(first[first.d_head == 8].sort_values("seed").test_loss.tolist(), rel=1e-5)
 
 
 def test_tiny_task_is_learned_and_attention_is_load_bearing():
