@@ -9,7 +9,7 @@ characters at n = 128, 16 windows per step. Prints, in one process:
      model's useful matmul FLOPs at its own query/key width;
   3. time until a Shakespeare model at n = 128 reaches 3.0 bits/char on held-out text: 3 seeds stacked against
      3 seeds one by one (wall time to the first evaluation at or below the target, evaluations included).
-BENCH_STEPS (default 12) sets the steps per model of part 1; BENCH_TARGET_STEPS (default 1000) caps part 3
+BENCH_STEPS (default 12) sets the steps per model of part 1 (0 skips it); BENCH_TARGET_STEPS (default 1000) caps part 3
 (0 skips it).
 """
 
@@ -131,7 +131,8 @@ if __name__ == "__main__":
     off = qk_work_offset(config(text, 1), N)
     groups = bucket_head_dims(DIMS, off)
     print(f"  stacks (query/key widths, each x {len(SEEDS)} seeds): {groups} (fixed work = {off:.0f} dims)")
-    throughput(text, groups)
+    if STEPS:
+        throughput(text, groups)
     if TARGET_STEPS:
         time_to_target(text)
     print(f"  load averages {os.getloadavg()}")
