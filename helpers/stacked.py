@@ -7,11 +7,12 @@
     models = stack.models()                                     # standalone `helpers.models.Transformer`s
 
 **Family.** The models of a stack share everything but the query/key width `d_head` (and their seeds): the
-value width (`value_dim`), d_model, heads, layers, inputs, task, positions, norms. Rotary positions need one
-`d_head` per stack; dropout is not supported (a stack must be exactly its models).
+value width (`value_dim`), d_model, heads, layers, inputs, task, positions, norms. Dropout is not supported
+(a stack must compute exactly its models).
 
 **Padding is exact.** Every model's query and key blocks of `qkv` are padded with zero rows to the largest
-`d_head` of the stack, D: q_h = [q_h, 0], k_h = [k_h, 0], so q.k is unchanged. Those rows get exactly zero
+`d_head` of the stack, D: q_h = [q_h, 0], k_h = [k_h, 0], so q.k is unchanged (with rotary positions each
+half of a head is padded, [q_h1, 0, q_h2, 0], and each model keeps its own rotary frequencies). Those rows get exactly zero
 gradient (a padded query column only meets padded key columns, which are zero), their gradients are masked
 all the same, and AdamW keeps zero at zero (weight decay of 0 is 0). Each model keeps its own logit scale,
 passed as data (`1/sqrt(d_head)` of the model, not of D).
@@ -81,12 +82,29 @@ def _family(cfg: ModelConfig) -> dict:
     return fields
 
 
-def _qkv_rows(n_heads: int, d_head: int, d_value: int, padded: int) -> torch.Tensor:
-    """Where the rows of a model's `qkv` (q, k blocks of width d_head per head, then v) sit in the padded one."""
+def _qkv_rows(n_heads: int, d_head: int, d_value: int, padded: int, halves: bool = False) -> torch.Tensor:
+    """Where the rows of a model's `qkv` (q, k blocks of width d_head per head, then v) sit in the padded one.
+
+    halves (rotary positions): the two halves of a head go to the two halves of the padded head, so that
+    rotate-half pairs the same dimensions as in the model.
+    """
     heads = torch.arange(n_heads)[:, None] * padded
-    qk = (heads + torch.arange(d_head)).reshape(-1)  # (n_heads d_head,)
+    within = torch.arange(d_head)
+    if halves:
+        within = torch.cat([within[: d_head // 2], padded // 2 + within[: d_head // 2]])
+    qk = (heads + within).reshape(-1)  # (n_heads d_head,)
     v = 2 * n_heads * padded + torch.arange(n_heads * d_value)
     return torch.cat([qk, n_heads * padded + qk, v])
+
+
+def _rotary_tables(dims: list[int], padded: int, max_len: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin `(M, max_len, padded)`: model i's `helpers.models.Rotary` tables on its padded layout
+    (cos 1 and sin 0 on the padding, which stays zero)."""
+    cos, sin = torch.ones(len(dims), max_len, padded // 2), torch.zeros(len(dims), max_len, padded // 2)
+    for i, d in enumerate(dims):
+        table = Rotary(d, max_len)  # its tables repeat over the two halves
+        cos[i, :, : d // 2], sin[i, :, : d // 2] = table.cos[:, : d // 2], table.sin[:, : d // 2]
+    return torch.cat([cos, cos], dim=-1).to(device), torch.cat([sin, sin], dim=-1).to(device)
 
 
 class ModelStack:
@@ -117,8 +135,6 @@ class ModelStack:
                                      f"differ; set d_value to hold the value width fixed)")
         first = self.configs[0]
         dims = [cfg.head_dim for cfg in self.configs]
-        if first.pos == "rope" and len(set(dims)) > 1:
-            raise ArgumentError("models", f"d_head {sorted(set(dims))}", "one d_head per stack with pos='rope'")
         if first.dropout:
             raise ArgumentError("models[0].cfg.dropout", first.dropout, "0 in a stack")
         self.d_heads = dims
@@ -128,7 +144,8 @@ class ModelStack:
         device = next(models[0].parameters()).device
         self.scales = torch.tensor([cfg.attn_scale for cfg in self.configs], device=device)
         names = [name for name, _ in models[0].named_parameters()]
-        self._rows = [_qkv_rows(first.n_heads, d, first.value_dim, self.padded).to(device) for d in dims]
+        rope = first.pos == "rope"
+        self._rows = [_qkv_rows(first.n_heads, d, first.value_dim, self.padded, rope).to(device) for d in dims]
         self.params, self.masks = {}, {}
         with torch.no_grad():
             for name in names:
@@ -148,7 +165,7 @@ class ModelStack:
         self.ndims = {name: models[0].get_parameter(name).ndim for name in names}  # decay only matrices
         self.pos_table = (sinusoidal_table(first.max_len, first.d_model).to(device)
                           if first.pos == "sinusoidal" else None)
-        self.rotary = Rotary(self.padded, first.max_len).to(device) if first.pos == "rope" else None
+        self.rotary = _rotary_tables(dims, self.padded, first.max_len, device) if rope else None
 
     @classmethod
     def build(cls, configs: list, seeds: list[int], device=None, attention: str = "fast") -> "ModelStack":
@@ -177,7 +194,7 @@ class ModelStack:
         if self.pos_table is not None:
             self.pos_table = self.pos_table.to(device)
         if self.rotary is not None:
-            self.rotary = self.rotary.to(device)
+            self.rotary = tuple(t.to(device) for t in self.rotary)
         return self
 
     def save(self, path: Path) -> Path:
@@ -251,8 +268,9 @@ class ModelStack:
         h, d, dv = cfg.n_heads, self.padded, cfg.value_dim
         q, k, v = self._linear(x, prefix + ".qkv").split([h * d, h * d, h * dv], dim=-1)
         q, k, v = (t.reshape(m, b, n, h, -1).transpose(2, 3) for t in (q, k, v))  # (M, B, heads, n, width)
-        if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
+        if self.rotary is not None:  # each model's own frequencies, on its halves-split layout
+            cos, sin = (t[:, None, None, :n] for t in self.rotary)  # (M, 1, 1, n, D)
+            q, k = (t * cos + torch.cat([-t[..., d // 2:], t[..., : d // 2]], dim=-1) * sin for t in (q, k))
         q = q * self.scales.view(m, 1, 1, 1, 1)  # each model's own 1/sqrt(d_head)
         q, k, v = (t.reshape(m * b, h, n, -1) for t in (q, k, v))
         if self.attention == "fast":

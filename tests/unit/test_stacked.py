@@ -75,6 +75,17 @@ def test_stack_matches_standalone_training_after_20_steps(copy_data):
     assert (stack.masks["blocks.0.attn.qkv.weight"][0] == 0).sum() == 2 * 2 * (16 - 1) * 32
 
 
+def test_rotary_stack_with_mixed_widths_trains_like_its_models(copy_data):
+    cfgs = configs(copy_data, [2, 6], pos="rope")
+    models = [build_model(c, seed=s) for c, s in zip(cfgs, (0, 1))]
+    stack = ModelStack(models)
+    options = dict(steps=10, batch_size=16, eval_every=0, progress=False)
+    train_stack(stack, copy_data, seeds=[0, 1], **options)
+    for i, model in enumerate(models):
+        train(model, copy_data, seed=i, **options)
+        assert max(relative_errors(model, stack.state_dict(i)).values()) < 1e-5
+
+
 VARIANTS = [dict(), dict(norm="post", pos="learned", activation="relu"), dict(mlp=False, norm="none", bias=False),
             dict(scale=0.7, causal=False), dict(task="features")]
 
@@ -95,9 +106,10 @@ def test_image_and_rope_stacks_and_split():
     models = [build_model(ModelConfig(d_head=dh, pos=pos, **fields), seed=1) for dh, pos in ((2, "none"), (6, "none"))]
     out = ModelStack(models)(d.test_x[:4].expand(2, *d.test_x[:4].shape))
     assert torch.allclose(out[1], models[1](d.test_x[:4]), atol=1e-5)
-    rope = [build_model(ModelConfig(d_head=4, pos="rope", **fields), seed=s) for s in (0, 1)]
-    out = ModelStack(rope)(d.test_x[:4].expand(2, *d.test_x[:4].shape))
-    assert torch.allclose(out[1], rope[1](d.test_x[:4]), atol=1e-5)
+    rope = [build_model(ModelConfig(d_head=dh, pos="rope", **fields), seed=s) for dh, s in ((2, 0), (6, 1), (4, 2))]
+    out = ModelStack(rope)(d.test_x[:4].expand(3, *d.test_x[:4].shape))
+    for i in range(3):  # rotary positions with mixed d_head: each model keeps its own frequencies
+        assert torch.allclose(out[i], rope[i](d.test_x[:4]), atol=1e-5)
     split = ModelStack(models).models()
     assert [m.cfg for m in split] == [m.cfg for m in models]
     for a, b in zip(split, models):
@@ -210,8 +222,8 @@ def test_bad_input_fails_before_training(copy_data):
     values = [build_model(configs(copy_data, [4])[0]), build_model(configs(copy_data, [4], d_value=4)[0])]
     with pytest.raises(ArgumentError, match=r"models\[1\]\.cfg\.d_value"):
         ModelStack(values)
-    with pytest.raises(ArgumentError, match="rope"):
-        ModelStack([build_model(c) for c in configs(copy_data, [2, 4], pos="rope")])
+    with pytest.raises(ArgumentError, match=r"models\[1\]\.cfg\.dropout"):
+        ModelStack([build_model(c) for c in configs(copy_data, [2], dropout=0.0) + configs(copy_data, [2], dropout=0.1)])
 
 
 def test_buckets_bound_the_padding_waste():
