@@ -46,7 +46,7 @@ TASKS = {
     "shakespeare": (_text("shakespeare"), 16, 3000, "bits", "<=", 2.8, True),
     "mnist16": (_mnist(16), 64, 3000, "accuracy", ">=", 0.95, True),
     "mnist49": (_mnist(49), 64, 3000, "accuracy", ">=", 0.95, True),
-    "copy256": (_copy, 16, 3000, "accuracy", ">=", 0.99, False),
+    "copy256": (_copy, 8, 3000, "accuracy", ">=", 0.99, False),
     "proteins": (_text("proteins"), 16, 1500, None, None, None, True),
     "bbc": (_text("bbc"), 16, 2000, None, None, None, True),
 }
