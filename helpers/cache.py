@@ -58,6 +58,21 @@ def write_json_atomic(path: Path, data) -> Path:
     return path
 
 
+def write_npz_atomic(path: Path, arrays: dict) -> Path:
+    """Arrays as `.npz` (no pickle) through a temporary file and a rename, so readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez(handle, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 PACKAGE = Path(__file__).resolve().parent
 
 

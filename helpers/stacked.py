@@ -41,9 +41,7 @@ Device handling: `helpers.models.pick_device` (CUDA when present), once, in `tra
 """
 
 import json
-import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -55,7 +53,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import paths
-from .cache import cache_key
+from .cache import cache_key, write_npz_atomic
 from .errors import ArgumentError
 from .data import IGNORE, TaskData
 from .models import ModelConfig, Rotary, Transformer, build_model, pick_device, sinusoidal_table
@@ -199,19 +197,9 @@ class ModelStack:
 
     def save(self, path: Path) -> Path:
         """Every model's (unpadded) parameters and config in one `.npz` (no pickle), written atomically."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {f"{i}/{k}": v.cpu().numpy() for i in range(len(self)) for k, v in self.state_dict(i).items()}
         arrays["configs"] = np.array(json.dumps([cfg.to_dict() for cfg in self.configs]))
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_npz_atomic(Path(path), arrays)
 
     @classmethod
     def load(cls, path: Path, device=None, attention: str = "fast") -> "ModelStack":

@@ -17,8 +17,6 @@ trained on more data.
 """
 
 import math
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
@@ -30,7 +28,7 @@ import torch
 
 from .. import data as datasets
 from .. import paths, seeding
-from ..cache import cache_key
+from ..cache import cache_key, write_npz_atomic
 from ..capture import attention_ranks
 from ..parameters import ParameterError
 from ..models import build_model, count_parameters
@@ -135,17 +133,7 @@ def weights_path(domain: str, n: int, d_head: int, spec: dict, seed: int) -> Pat
 
 def save_weights(model: torch.nn.Module, path: Path) -> Path:
     """The model's state dict as `.npz` (no pickle), through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_npz_atomic(path, {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()})
 
 
 def load_weights(model: torch.nn.Module, path: Path) -> torch.nn.Module:
