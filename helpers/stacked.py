@@ -5,6 +5,9 @@
     result = train_stack(stack, data, seeds=[0, 1, 2, 3], steps=3000, eval_every=100, patience=5)
     result.status                                               # per model: converged, stop_step, test_loss, ...
     models = stack.models()                                     # standalone `helpers.models.Transformer`s
+    stack.save(stack_weights_path(name, task_config, __name__)) # one .npz per stack; ModelStack.load(path)
+
+A sweep over d_head x seeds runs one stack per task with `helpers.experiments.run_stacked_sweep`.
 
 **Family.** The models of a stack share everything but the query/key width `d_head` (and their seeds): the
 value width (`value_dim`), d_model, heads, layers, inputs, task, positions, norms. Dropout is not supported
@@ -12,8 +15,8 @@ value width (`value_dim`), d_model, heads, layers, inputs, task, positions, norm
 
 **Padding is exact.** Every model's query and key blocks of `qkv` are padded with zero rows to the largest
 `d_head` of the stack, D: q_h = [q_h, 0], k_h = [k_h, 0], so q.k is unchanged (with rotary positions each
-half of a head is padded, [q_h1, 0, q_h2, 0], and each model keeps its own rotary frequencies). Those rows get exactly zero
-gradient (a padded query column only meets padded key columns, which are zero), their gradients are masked
+half of a head is padded, [q_h1, 0, q_h2, 0], and each model keeps its own rotary frequencies). Those rows
+get exactly zero gradient (a padded query column only meets padded key columns, which are zero), their gradients are masked
 all the same, and AdamW keeps zero at zero (weight decay of 0 is 0). Each model keeps its own logit scale,
 passed as data (`1/sqrt(d_head)` of the model, not of D).
 
@@ -34,8 +37,8 @@ names the failed models (the stack and `error.result` keep everyone's results).
 `max_waste` (25 %) of the stack's work: the work of a model is counted, per token and layer, as the
 multiply-adds of its query/key path (projections and scores, proportional to d_head) plus the fixed rest
 (value path, output projection, MLP); dims are taken in increasing order and a new stack starts whenever
-padding the next dim's stack to it would exceed the budget. Small dims are cheap next to the fixed rest, so
-1..16 share a stack at d_model 64, while 32 and 64 get stacks of their own.
+padding the next dim's stack to it would exceed the budget. Small dims are cheap next to the fixed rest: at
+d_model 64, 4 heads of value width 16 and n = 128 (rest = 48 dims), 1..64 make [1, 2, 4, 8, 16], [24, 32], [64].
 
 Device handling: `helpers.models.pick_device` (CUDA when present), once, in `train_stack`.
 """
