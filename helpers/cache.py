@@ -66,6 +66,11 @@ def write_json_atomic(path: Path, data) -> Path:
     return write_atomic(path, lambda handle: json.dump(data, handle, indent=1, sort_keys=True, allow_nan=False))
 
 
+def write_npz_atomic(path: Path, arrays: dict) -> Path:
+    """Arrays as `.npz` (no pickle), written atomically (see `write_atomic`)."""
+    return write_atomic(path, lambda handle: np.savez(handle, **arrays), mode="wb")
+
+
 PACKAGE = Path(__file__).resolve().parent
 
 

@@ -28,7 +28,7 @@ import torch
 
 from .. import data as datasets
 from .. import paths, saturation, seeding
-from ..cache import cache_key, write_atomic
+from ..cache import cache_key, write_npz_atomic
 from ..capture import attention_ranks
 from ..parameters import ParameterError
 from ..models import build_model, count_parameters
@@ -133,8 +133,7 @@ def weights_path(domain: str, n: int, d_head: int, spec: dict, seed: int) -> Pat
 
 def save_weights(model: torch.nn.Module, path: Path) -> Path:
     """The model's state dict as `.npz` (no pickle), through a temporary file and a rename."""
-    arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
-    return write_atomic(path, lambda handle: np.savez(handle, **arrays), mode="wb")
+    return write_npz_atomic(path, {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()})
 
 
 def load_weights(model: torch.nn.Module, path: Path) -> torch.nn.Module:
