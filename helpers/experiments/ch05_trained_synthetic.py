@@ -1,235 +1,238 @@
-"""Chapter 5: small transformers trained on synthetic tasks; attention rank at init, during and after training.
+"""Chapter 5: the head-dimension phase diagram. How small can the query/key width d_qk of a trained head be at
+sequence length n, on tasks whose attention need is known?
 
-One grid point trains one model and returns its tidy history (plain numbers):
+    result = analyse(P)          # P: the validated parameters of the notebook
+    result.models                # one row per trained model: task, n, d_qk, model_seed, accuracy, converged, ranks
+    result.cells                 # one row per (task, n): best accuracy, quality bar, saturation d_qk with intervals
+    result.fits[task]            # scaling.BootstrapForms of the saturation d_qk against n (or None)
+    result.verdicts[task]        # which answer of the literature the data support, as data and as a sentence
 
-    rows = train_point(task="copy", n=64, d_head=8, d_model=32, n_heads=2, n_layers=1, steps=250, seed=0)
-    # [{"step", "metric", "value", "layer", "head"}, ...]; layer = head = -1 for model-wide metrics
+**Models.** Every model of a task has the same architecture (TASK_SPECS: layers, positions, learning rate);
+only the query/key width d_qk varies, the value width stays fixed (`d_value`). Models are trained until their
+validation loss stops improving (`converged`: none of the last `patience` evaluations beat the best earlier
+one by more than `tolerance`, relative) or until `steps`; a model that did not converge is excluded.
 
-Metrics: "test_loss", "test_accuracy", "train_loss", "lr" (from `helpers.train.train`), "rank_<measure>" per
-layer and head for every measure in RANK_MEASURES (each the mean over RANK_EXAMPLES test sequences, read at
-step 0 = initialization, every steps / RANK_CHECKS steps, and at the end), and at step 0 two reference levels:
-"chance_loss" (log of the vocabulary size: a uniform guess) and "baseline_accuracy" (the best predictor that
-sees only the output position: the most frequent training target at each position, scored on the test set).
+**Search.** For each (task, n) the d_qk grid is searched coarse to fine (`helpers.gridsearch`): powers of two
+first, then the grid points between the two that bracket the smallest d_qk reaching LEVEL (95 %) of the best
+seed-mean accuracy. All models of a (task, n) share one dataset (from the base seed); model seeds
+SEED, SEED + 1, ... set the initial weights and the batch order.
 
-Each task trains with the recipe in TASK_RECIPES (positional encoding and learning rate). They were chosen
-so the task is learnable within the CPU budget: a model with RoPE learns "copy" (a relative shift) quickly;
-"sorting" and "reversal" need absolute positions (sinusoidal). Every model has an MLP of width 2 d_model,
-pre-LayerNorm and residual connections. The batch holds about TOKENS_PER_STEP tokens (at least MIN_BATCH
-sequences), so long sequences are not more expensive per step than short ones by a factor n.
-
-All randomness (data, initial weights, batch order) comes from `seed`. Sweeps go through `run_sweep` under
-one experiment name, so a configuration shared by the d_h sweep and the ablations is trained once.
+**Trainer.** `train_models` is the one place that trains; its rows are what everything else reads.
 """
 
 import math
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .. import data as datasets
-from .. import models, rank, seeding, train
-from . import grid, run_sweep
+from .. import capture, data as datasets, gridsearch, models, rank, scaling, seeding, train
+from . import run_sweep
 
-EXPERIMENT = "trained_synthetic"
-RANK_MEASURES = ("hardmax", "numerical", "effective")
-RANK_RTOL = rank.DEFAULT_RTOL  # numerical rank: sigma_i > 1e-3 sigma_1 (the book's headline tolerance)
-RANK_EXAMPLES = 8  # test sequences whose attention ranks are averaged per head
-RANK_CHECKS = 4  # rank and test metrics at 0, steps/4, ..., steps
-TOKENS_PER_STEP = 1024
-MIN_BATCH = 8
-N_TRAIN, N_TEST = 2048, 128
-SATURATION_FRACTION = 0.95
-LEARNED_MARGIN = 0.05  # accuracy above the position-only baseline needed to call a task "learned"
+EXPERIMENT = "phase_diagram"
+GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+LEVEL = gridsearch.LEVEL
+CEILING = 1 - 1 / math.e
+RTOL = 1e-3
+PROBE_EXAMPLES = 8
+BOOTSTRAP = 1000
+MIN_SEEDS = 3
 
-TASK_RECIPES = {
-    "copy": {"pos": "rope", "lr": 1e-2},
-    "reversal": {"pos": "sinusoidal", "lr": 1e-2},
-    "sorting": {"pos": "sinusoidal", "lr": 3e-3},
-    "high_rank": {"pos": "learned", "lr": 3e-2},
-    "recall": {"pos": "sinusoidal", "lr": 3e-3},
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How a task is trained and judged: positions, layers, learning rate, data options, quality bar."""
+
+    pos: str
+    n_layers: int
+    lr: float
+    bar: float
+    options: dict = field(default_factory=dict)
+    need: str = ""        # the attention pattern that solves it, in words
+    expected: str = ""    # what the literature predicts for the smallest d_qk
+
+
+TASK_SPECS = {
+    "copy": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {},
+                     "a shift: the query at position i reads the key at i - ceil(n/2)",
+                     "O(log n) (a sparse pattern: Likhosherstov et al. 2021)"),
+    "qsa": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {"q": 2, "n_values": 4},
+                    "q-sparse averaging: each query spreads its weight evenly over the q = 2 positions it names",
+                    "O(q log n) (Sanford et al. 2023)"),
+    "mq_recall": TaskSpec("none", 2, 3e-3, 0.99, {"n_values": 4},
+                          "content matching: the query for key k reads the one slot that stores key k",
+                          "O(log n) to separate n/2 keys (Likhosherstov et al. 2021)"),
+    "reversal": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {},
+                         "the anti-diagonal permutation: position i reads key n - 1 - i",
+                         "O(log n) (a sparse pattern: Likhosherstov et al. 2021)"),
+    "high_rank": TaskSpec("learned", 1, 3e-3, 0.99, {},
+                          "a fixed random permutation of the positions",
+                          "O(log n) (a sparse pattern: Likhosherstov et al. 2021)"),
 }
-TASKS = tuple(TASK_RECIPES)
+TASKS = tuple(TASK_SPECS)
 
 
-def batch_size_for(n: int) -> int:
-    """Sequences per step: about TOKENS_PER_STEP tokens, at least MIN_BATCH sequences."""
-    return max(MIN_BATCH, TOKENS_PER_STEP // n)
+@dataclass(frozen=True)
+class Recipe:
+    """Everything shared by the models of a run besides task, n, d_qk and seeds."""
+
+    d_model: int = 64
+    d_value: int = 16
+    steps: int = 3000             # the most steps a model may take
+    eval_every: int = 50
+    patience: int = 6
+    tolerance: float = 0.005      # relative improvement of the validation loss that still counts
+    tokens_per_step: int = 1024
+    n_train: int = 4096
+    n_val: int = 256
+    n_test: int = 256
+    trainer: str = "loop"
+
+    def batch_size(self, n: int) -> int:
+        """Sequences per step: about tokens_per_step tokens, at least 8 sequences."""
+        return max(8, self.tokens_per_step // n)
 
 
-def needs_even_d_head(task: str) -> bool:
-    """RoPE rotates pairs of coordinates, so its head dimension must be even."""
-    return TASK_RECIPES[task]["pos"] == "rope"
+def value_width_supported() -> bool:
+    """Whether ModelConfig has a value width of its own (`d_value`); without it the value width is d_qk."""
+    return "d_value" in {f.name for f in fields(models.ModelConfig)}
 
 
-def position_baseline(data: datasets.TaskData) -> float:
-    """Test accuracy of predicting, at each position, the most frequent training target there."""
-    y, ty = data.train_y, data.test_y  # (N, n) with IGNORE where nothing is predicted
-    vocab = data.vocab_size
-    counts = torch.zeros(y.shape[1], vocab + 1, dtype=torch.int64)
-    counts.scatter_add_(1, torch.where(y == datasets.IGNORE, vocab, y).T.contiguous(), torch.ones_like(y.T))
-    guess = counts[:, :vocab].argmax(-1)  # (n,)
-    counted = ty != datasets.IGNORE
-    return float(((ty == guess[None, :]) & counted).sum() / counted.sum().clamp_min(1))
+def task_data(task: str, n: int, seed: int, recipe: Recipe) -> datasets.TaskData:
+    """The (task, n) dataset shared by every model of the cell; the last n_val training examples validate."""
+    spec = TASK_SPECS[task]
+    return datasets.synthetic(task, n, seed=seeding.derive_seed(seed, "data"), n_train=recipe.n_train + recipe.n_val,
+                              n_test=recipe.n_test, **spec.options)
 
 
-def build(task: str, n: int, d_head: int, d_model: int, n_heads: int, n_layers: int, seed: int):
-    """The data and the untrained model of one grid point."""
-    if task not in TASK_RECIPES:
-        raise ValueError(f"task must be one of {list(TASKS)}; got {task!r}")
-    data = datasets.synthetic(task, n, seed=seeding.derive_seed(seed, "data"), n_train=N_TRAIN, n_test=N_TEST)
-    model = models.build_model(d_model=d_model, n_heads=n_heads, d_head=d_head, n_layers=n_layers, d_mlp=2 * d_model,
-                               pos=TASK_RECIPES[task]["pos"], seed=seeding.derive_seed(seed, "init"), device="cpu",
-                               **data.model_fields())
-    return data, model
+def build_model(task: str, data: datasets.TaskData, d_qk: int, model_seed: int, recipe: Recipe):
+    """One untrained model of the task's family with query/key width d_qk (value width recipe.d_value)."""
+    spec = TASK_SPECS[task]
+    widths = {"d_head": d_qk}
+    if value_width_supported():
+        widths["d_value"] = recipe.d_value
+    return models.build_model(d_model=recipe.d_model, n_heads=1, n_layers=spec.n_layers, d_mlp=2 * recipe.d_model,
+                              pos=spec.pos, seed=seeding.derive_seed(model_seed, "init"), device="cpu",
+                              **widths, **data.model_fields())
 
 
-def train_point(task: str, n: int, d_head: int, d_model: int, n_heads: int, n_layers: int, steps: int,
-                seed: int) -> list[dict]:
-    """Train one model; its history as a list of plain row dicts (see the module doc)."""
-    data, model = build(task, n, d_head, d_model, n_heads, n_layers, seed)
-    every = max(1, steps // RANK_CHECKS)
-    history = train.train(model, data, steps=steps, batch_size=batch_size_for(n), lr=TASK_RECIPES[task]["lr"],
-                          eval_every=every, rank_every=every, rank_measures=RANK_MEASURES,
-                          rank_examples=RANK_EXAMPLES, rank_rtol=RANK_RTOL, seed=seeding.derive_seed(seed, "train"),
-                          device="cpu", progress=False)
-    history = history[history.metric != "lr"]
-    rows = [{"step": int(s), "metric": str(m), "value": float(v),
-             "layer": -1 if pd.isna(layer) else int(layer), "head": -1 if pd.isna(head) else int(head)}
-            for s, m, v, layer, head in history.itertuples(index=False, name=None)]
-    rows.append({"step": 0, "metric": "chance_loss", "value": math.log(data.vocab_size), "layer": -1, "head": -1})
-    rows.append({"step": 0, "metric": "baseline_accuracy", "value": position_baseline(data), "layer": -1, "head": -1})
+class _Converged(Exception):
+    """Raised from the training callback when the stopping rule fires (the loop trainer has no early stop)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+
+def should_stop(val_losses: list, patience: int, tolerance: float) -> bool:
+    """None of the last `patience` validation losses beat the best earlier one by more than `tolerance`."""
+    if len(val_losses) <= patience:
+        return False
+    best_before = min(val_losses[:-patience])
+    return min(val_losses[-patience:]) > best_before * (1 - tolerance)
+
+
+def _split_validation(data: datasets.TaskData, n_val: int):
+    """(training data without its last n_val examples, validation x, validation y)."""
+    cut = len(data.train_x) - n_val
+    return replace(data, train_x=data.train_x[:cut], train_y=data.train_y[:cut]), data.train_x[cut:], data.train_y[cut:]
+
+
+def _train_one_loop(task, data, d_qk, model_seed, recipe):
+    """Train one model with `helpers.train.train`, stopped by `should_stop`; returns (model, status dict)."""
+    model = build_model(task, data, d_qk, model_seed, recipe)
+    train_part, val_x, val_y = _split_validation(data, recipe.n_val)
+    losses = []
+
+    def watch(step, net):
+        if step:
+            losses.append(train.evaluate(net, val_x, val_y)["loss"])
+            if should_stop(losses, recipe.patience, recipe.tolerance):
+                raise _Converged(step)
+
+    stop_step, converged = recipe.steps, False
+    try:
+        train.train(model, train_part, steps=recipe.steps, batch_size=recipe.batch_size(data.n),
+                    lr=TASK_SPECS[task].lr, final_lr_ratio=0.1, eval_every=recipe.eval_every, callbacks=(watch,),
+                    seed=seeding.derive_seed(model_seed, "order"), device="cpu", progress=False)
+    except _Converged as done:
+        stop_step, converged = done.step, True
+    return model, {"converged": converged, "stop_step": stop_step}
+
+
+def head_ranks(model, data: datasets.TaskData) -> dict:
+    """Hardmax and numerical (rtol 1e-3) rank of every trained head, mean over PROBE_EXAMPLES test inputs.
+
+    Lists ordered by (layer, head). `hardmax_rank_targets` counts only the rows that carry a target (the rows
+    of `datasets.solving_pattern`), comparable with the pattern's own hardmax rank.
+    """
+    x = data.test_x[:PROBE_EXAMPLES]
+    probs = capture.attention_probs(model, x)                         # (layer, batch, head, n, n)
+    targets = (data.test_y[0] != datasets.IGNORE).nonzero().flatten()
+    hard = rank.hardmax_rank(probs).double().mean(dim=1)              # (layer, head)
+    numerical = rank.numerical_rank(probs, rtol=RTOL).double().mean(dim=1)
+    hard_targets = rank.hardmax_rank(probs[..., targets, :]).double().mean(dim=1)
+    return {"hardmax_rank": hard.flatten().tolist(), "numerical_rank": numerical.flatten().tolist(),
+            "hardmax_rank_targets": hard_targets.flatten().tolist()}
+
+
+def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: int, recipe: Recipe) -> list[dict]:
+    """Train one model per (d_qk, model seed) of one (task, n) cell; one row per model.
+
+    Row: d_qk, model_seed, test_loss, test_accuracy, converged, stop_step, and per head (lists ordered by
+    layer, head) hardmax_rank, numerical_rank, hardmax_rank_targets.
+    """
+    data = task_data(task, n, data_seed, recipe)
+    rows = []
+    for d_qk in d_qks:
+        for model_seed in model_seeds:
+            model, status = _train_one_loop(task, data, d_qk, model_seed, recipe)
+            scores = train.evaluate(model, data.test_x, data.test_y)
+            rows.append({"d_qk": int(d_qk), "model_seed": int(model_seed), "test_loss": scores["loss"],
+                         "test_accuracy": scores["accuracy"], **status, **head_ranks(model, data)})
     return rows
 
 
-CONFIG_KEYS = ("task", "n", "d_head", "d_model", "n_heads", "n_layers", "steps")
+def cell_point(task: str, n: int, d_qks: list, n_seeds: int, recipe: dict, seed: int) -> list[dict]:
+    """The sweep point: the models of one (task, n) cell for the widths `d_qks`, model seeds seed .. seed + n_seeds - 1."""
+    return train_models(task, n, list(d_qks), [seed + i for i in range(n_seeds)], seed, Recipe(**recipe))
 
 
-def sweep(configs: list[dict], seeds, progress: bool = True) -> pd.DataFrame:
-    """Every config x seed through the result store; one tidy row per history entry."""
-    return run_sweep(EXPERIMENT, train_point, configs, list(seeds), progress=progress)
+# ---- the coarse-to-fine phase diagram ----
 
-
-def dh_configs(tasks, n_values, d_heads, d_model: int, n_heads: int, n_layers: int, steps: int) -> list[dict]:
-    """The d_h sweep: every task x n x d_h at a fixed width, number of heads and depth."""
-    return grid(task=list(tasks), n=list(n_values), d_head=list(d_heads), d_model=[d_model], n_heads=[n_heads],
-                n_layers=[n_layers], steps=[steps])
-
-
-def ablation_configs(tasks, n: int, d_head: int, base: dict, widths, heads, layers, steps: int) -> list[dict]:
-    """Width, heads and depth varied one at a time around `base` (d_model, n_heads, n_layers) at fixed n, d_h.
-
-    Each config carries `factor` (which knob varies) in the returned list only as a label for the caller;
-    the config passed to the sweep has the CONFIG_KEYS alone.
-    """
-    out = []
-    for factor, key, values in (("width", "d_model", widths), ("heads", "n_heads", heads),
-                                ("layers", "n_layers", layers)):
-        for task in tasks:
-            for value in values:
-                config = {"task": task, "n": n, "d_head": d_head, "d_model": base["d_model"],
-                          "n_heads": base["n_heads"], "n_layers": base["n_layers"], "steps": steps}
-                config[key] = value
-                out.append({"factor": factor, **config})
+def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy") -> dict:
+    """{(task, n): {d_qk: mean over the converged seeds of `value`}}."""
+    kept = models_frame[models_frame.converged]
+    means = kept.groupby(["task", "n", "d_qk"])[value].mean()
+    out: dict = {}
+    for (task, n, d_qk), v in means.items():
+        out.setdefault((task, int(n)), {})[int(d_qk)] = float(v)
     return out
 
 
-def ablation_sweep(labelled: list[dict], seeds, progress: bool = True) -> pd.DataFrame:
-    """Run the ablation configs (deduplicated) and attach the `factor` label to every row."""
-    unique = list({tuple(c[k] for k in CONFIG_KEYS): {k: c[k] for k in CONFIG_KEYS} for c in labelled}.values())
-    df = sweep(unique, seeds, progress)
-    labels = pd.DataFrame(labelled)
-    return labels.merge(df, on=list(CONFIG_KEYS), how="left")
+def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe, progress: bool = True) -> pd.DataFrame:
+    """Every model the coarse-to-fine search trains, over all tasks and n; one row per model (see train_models)."""
+    cells = [(task, int(n)) for task in tasks for n in n_values]
+    pending = {cell: gridsearch.coarse(grid) for cell in cells}
+    frames = []
+    while pending:
+        configs = [{"task": task, "n": n, "d_qks": list(d_qks), "n_seeds": n_seeds, "recipe": recipe.__dict__}
+                   for (task, n), d_qks in pending.items()]
+        frames.append(run_sweep(EXPERIMENT, cell_point, configs, [seed], progress=progress))
+        frame = pd.concat(frames, ignore_index=True)
+        means = seed_means(frame)
+        pending = {cell: more for cell in cells if (more := gridsearch.refine(grid, means.get(cell, {}), LEVEL))}
+    frame = pd.concat(frames, ignore_index=True).drop(columns=["d_qks", "recipe", "n_seeds"])
+    return frame.rename(columns={"seed": "data_seed"}).sort_values(["task", "n", "d_qk", "model_seed"],
+                                                                   ignore_index=True)
 
 
-# ---- summaries ----
-
-def summarise(df: pd.DataFrame, keys=CONFIG_KEYS) -> pd.DataFrame:
-    """One row per config and seed: rank at init and after training (mean over layers and heads, and the largest
-    head) per measure, final test loss and accuracy, and the reference levels."""
-    keys = [k for k in keys if k in df.columns] + ["seed"]
-    last = df.groupby(keys).step.transform("max")
-    rows = []
-    ranks = df[df.metric.str.startswith("rank_")]
-    for metric, part in ranks.groupby("metric"):
-        measure = metric.removeprefix("rank_")
-        init = part[part.step == 0].groupby(keys).value
-        end = part[part.step == last[part.index]].groupby(keys).value
-        rows.append(pd.DataFrame({f"{measure}_init": init.mean(), f"{measure}_final": end.mean(),
-                                  f"{measure}_final_max": end.max()}))
-    final = df[(df.step == last) & df.metric.isin(["test_loss", "test_accuracy"])]
-    first = df[(df.step == 0) & df.metric.isin(["test_loss", "chance_loss", "baseline_accuracy"])]
-    rows.append(final.pivot_table(index=keys, columns="metric", values="value"))
-    rows.append(first.pivot_table(index=keys, columns="metric", values="value").rename(
-        columns={"test_loss": "init_loss"}))
-    out = pd.concat(rows, axis=1).reset_index()
-    for measure in RANK_MEASURES:
-        out[f"{measure}_change"] = (out[f"{measure}_final"] - out[f"{measure}_init"]) / out["n"]
+def add_head_summaries(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per model: mean and largest head of each rank list, and rank / n."""
+    out = frame.copy()
+    for col in ("hardmax_rank", "numerical_rank", "hardmax_rank_targets"):
+        out[f"{col}_mean"] = out[col].map(lambda v: float(np.mean(v)))
+        out[f"{col}_max"] = out[col].map(lambda v: float(np.max(v)))
+    out["hardmax_over_n"] = out.hardmax_rank_mean / out.n
+    out["numerical_over_n"] = out.numerical_rank_mean / out.n
     return out
-
-
-def spread(summary: pd.DataFrame, value: str, by) -> pd.DataFrame:
-    """Mean, standard deviation, min and max over seeds of one summary column."""
-    stats = summary.groupby(list(by))[value].agg(["mean", "std", "min", "max", "count"]).reset_index()
-    stats["std"] = stats["std"].fillna(0.0)
-    return stats
-
-
-def saturation_d_head(d_heads, values, fraction: float = SATURATION_FRACTION, floor: float = 0.0) -> float:
-    """The smallest swept d_h whose value reaches `floor + fraction * (max - floor)`; NaN when max <= floor.
-
-    `values[i]` belongs to `d_heads[i]` (sorted here). For a rank, floor = 0; for accuracy, floor is the
-    position-only baseline, so saturation means 95% of the gain over that baseline.
-    """
-    order = np.argsort(np.asarray(d_heads))
-    d = np.asarray(d_heads)[order]
-    v = np.asarray(values, dtype=float)[order]
-    top = np.nanmax(v)
-    if not top > floor:
-        return float("nan")
-    reached = np.nonzero(v >= floor + fraction * (top - floor))[0]
-    return float(d[reached[0]])
-
-
-def saturation_table(summary: pd.DataFrame, measure: str = "numerical") -> pd.DataFrame:
-    """Per task and n: the saturation d_h of the trained rank (`measure`) and of the test accuracy, and log2 n.
-
-    The seed-mean is used at each d_h. `learned` says whether the best accuracy beats the position-only
-    baseline by LEARNED_MARGIN; without that the performance saturation is NaN (nothing to saturate).
-    """
-    rows = []
-    for (task, n), part in summary.groupby(["task", "n"]):
-        means = part.groupby("d_head")[[f"{measure}_final", "test_accuracy", "baseline_accuracy"]].mean()
-        base = float(means.baseline_accuracy.mean())
-        learned = bool(means.test_accuracy.max() >= base + LEARNED_MARGIN)
-        rows.append({
-            "task": task, "n": int(n), "log2_n": math.log2(n),
-            "rank_saturation_d_head": saturation_d_head(means.index, means[f"{measure}_final"]),
-            "accuracy_saturation_d_head": saturation_d_head(means.index, means.test_accuracy, floor=base)
-            if learned else float("nan"),
-            "learned": learned,
-            "best_accuracy": float(means.test_accuracy.max()),
-            "baseline_accuracy": base,
-            "rank_over_n_at_largest_d_head": float(means[f"{measure}_final"].iloc[-1] / n),
-        })
-    return pd.DataFrame(rows)
-
-
-def rank_trajectories(df: pd.DataFrame, keys=CONFIG_KEYS) -> pd.DataFrame:
-    """Rank over training: one row per config, seed, step and measure, mean over layers and heads, and rank / n."""
-    keys = [k for k in keys if k in df.columns] + ["seed"]
-    ranks = df[df.metric.str.startswith("rank_")]
-    out = ranks.groupby(keys + ["step", "metric"]).value.mean().reset_index()
-    out["measure"] = out.metric.str.removeprefix("rank_")
-    out["rank_over_n"] = out.value / out.n
-    return out.drop(columns="metric")
-
-
-def per_head_final(df: pd.DataFrame, keys=CONFIG_KEYS) -> pd.DataFrame:
-    """Rank of every layer and head after training (mean over the probe sequences), with rank / n."""
-    keys = [k for k in keys if k in df.columns] + ["seed"]
-    ranks = df[df.metric.str.startswith("rank_")].copy()
-    ranks = ranks[ranks.step == ranks.groupby(keys).step.transform("max")]
-    ranks["measure"] = ranks.metric.str.removeprefix("rank_")
-    ranks["rank_over_n"] = ranks.value / ranks.n
-    return ranks.drop(columns="metric")
