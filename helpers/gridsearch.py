@@ -53,9 +53,10 @@ def smallest_reaching(scores: dict, level: float = LEVEL) -> float:
 
 
 def refine(grid, scores: dict, level: float = LEVEL) -> list:
-    """The untrained grid points strictly between the current answer and the trained point just below it."""
+    """The untrained grid points strictly between the current answer and the trained point just below it
+    (none when there is no answer yet: no scores, or no positive best score)."""
     values = _check_grid(grid)
-    answer = smallest_reaching(scores, level)
+    answer = smallest_reaching(scores, level) if scores else float("nan")
     if np.isnan(answer):
         return []
     below = [x for x in scores if x < answer]
