@@ -374,32 +374,37 @@ def _lookup(n, count, gen):
     return x, y, 2 * m, {"pairs": m}
 
 
-def qsa_sets(n: int, q: int, pattern_seed: int = 0) -> torch.Tensor:
+def qsa_sets(n: int, q: int, pattern_seed: int = 0, n_sets: int | None = None) -> torch.Tensor:
     """The fixed sets of q-sparse averaging: row t lists the q data positions that query token t names.
 
-    `(floor(n/2), q)` int64: every row holds q distinct positions of the ceil(n/2) data positions, drawn once
-    per (n, q, pattern_seed).
+    `(n_sets, q)` int64 (n_sets defaults to floor(n/2)): every row holds q distinct positions of the ceil(n/2)
+    data positions, drawn once per (n, q, pattern_seed, n_sets).
     """
     m = (n + 1) // 2
     _check_int("q", q, 1, m)
-    gen = torch_generator(derive_seed(pattern_seed, "qsa", n, q))
-    return torch.rand(n - m, m, generator=gen).argsort(dim=-1)[:, :q].sort(dim=-1).values
+    n_sets = n - m if n_sets is None else n_sets
+    _check_int("n_sets", n_sets, 1)
+    gen = torch_generator(derive_seed(pattern_seed, "qsa", n, q, n_sets))
+    return torch.rand(n_sets, m, generator=gen).argsort(dim=-1)[:, :q].sort(dim=-1).values
 
 
-def _qsa(n, count, gen, q=2, n_values=4, pattern_seed=0):
-    """q-sparse averaging: m = ceil(n/2) value tokens, then floor(n/2) query tokens, each query token once in
-    random order. Query token t names the q positions `qsa_sets(n, q)[t]` and its target is the sum (q times
-    the average) of the values there, a class in 0..q (n_values - 1). Query tokens are `n_values + t`."""
+def _qsa(n, count, gen, q=2, n_values=4, pattern_seed=0, n_sets=None):
+    """q-sparse averaging: m = ceil(n/2) value tokens, then floor(n/2) query tokens. Query token t names the q
+    positions `qsa_sets(n, q, pattern_seed, n_sets)[t]` and its target is the sum (q times the average) of the
+    values there, a class in 0..q (n_values - 1). Query tokens are `n_values + t`; the floor(n/2) query
+    positions hold the tokens 0..n_sets-1 repeated in turn (every set asked at least once when n_sets <= floor(n/2)),
+    in random order."""
     m = (n + 1) // 2
-    sets = qsa_sets(n, q, pattern_seed)                                    # (n - m, q)
+    sets = qsa_sets(n, q, pattern_seed, n_sets)                            # (n_sets, q)
     values = torch.randint(0, n_values, (count, m), generator=gen)         # (count, m)
-    asked = torch.rand(count, n - m, generator=gen).argsort(dim=-1)        # (count, n - m) query tokens
+    order = torch.rand(count, n - m, generator=gen).argsort(dim=-1)        # (count, n - m)
+    asked = order % len(sets)                                              # (count, n - m) query tokens
     named = sets[asked]                                                    # (count, n - m, q) positions
     sums = values.gather(1, named.reshape(count, -1)).reshape(count, n - m, q).sum(-1)
     x = torch.cat([values, n_values + asked], dim=1)
     y = torch.full((count, n), IGNORE, dtype=torch.int64)
     y[:, m:] = sums
-    vocab = max(n_values + n - m, q * (n_values - 1) + 1)
+    vocab = max(n_values + len(sets), q * (n_values - 1) + 1)
     return x, y, vocab, {"q": q, "n_values": n_values, "sets": sets}
 
 
@@ -446,8 +451,8 @@ def pattern_hardmax_rank(name: str, n: int, **options) -> int:
     """Hardmax rank of `solving_pattern` on its target rows (ties to the lowest key, as `rank.hardmax_rank`).
 
     copy, mq_recall, lookup: floor(n/2) (every target row picks its own key); reversal n; high_rank its `rank` (n by
-    default); qsa the number of distinct first positions min(S_t) over its floor(n/2) sets (each asked once
-    per example), which depends on the drawn sets.
+    default); qsa the number of distinct first positions min(S_t) over the sets its query tokens ask (each
+    asked in every example), which depends on the drawn sets.
     """
     if name not in PATTERN_TASKS:
         raise ArgumentError("name", name, f"one of {list(PATTERN_TASKS)}")
@@ -458,5 +463,6 @@ def pattern_hardmax_rank(name: str, n: int, **options) -> int:
         return n
     if name == "high_rank":
         return options.get("rank") or n
-    sets = qsa_sets(n, options.get("q", 2), options.get("pattern_seed", 0))
-    return len(set(sets[:, 0].tolist()))
+    sets = qsa_sets(n, options.get("q", 2), options.get("pattern_seed", 0), options.get("n_sets"))
+    asked = sets[: n // 2]  # the sets some query position asks (all of them unless n_sets > floor(n/2))
+    return len(set(asked[:, 0].tolist()))

@@ -28,7 +28,7 @@ import pandas as pd
 
 from .. import data as datasets, gridsearch, scaling, seeding
 from . import run_sweep
-from .ch05_training import TASK_SPECS, TASKS, Recipe, cell_point  # noqa: F401 (TASKS for the notebook)
+from .ch05_training import TASK_SPECS, TASKS, Recipe, cell_point, stack_buckets  # noqa: F401 (TASKS for the notebook)
 
 EXPERIMENT = "phase_diagram"
 GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -50,18 +50,34 @@ def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy") -> dict
     return out
 
 
+def next_points(grid, trained: dict, bar_met: bool | None) -> list:
+    """The widths a cell trains next. First the largest width alone (can the task be learned at all?); a cell
+    whose largest width misses the quality bar stops there (it would be excluded anyway); then the coarse
+    points, then `gridsearch.refine` until the answer is resolved. `trained`: {d_qk: seed-mean accuracy}."""
+    top = max(grid)
+    if top not in trained:
+        return [top]
+    if not bar_met:
+        return []
+    missing = [d for d in gridsearch.coarse(grid) if d not in trained]
+    return missing or gridsearch.refine(grid, trained, LEVEL)
+
+
 def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe, progress: bool = True) -> pd.DataFrame:
-    """Every model the coarse-to-fine search trains, over all tasks and n; one row per model (see train_models)."""
+    """Every model the search trains (see `next_points`), over all tasks and n; one row per model (train_models)."""
     cells = [(task, int(n)) for task in tasks for n in n_values]
-    pending = {cell: gridsearch.coarse(grid) for cell in cells}
+    pending = {cell: [max(grid)] for cell in cells}
     frames = []
     while pending:
-        configs = [{"task": task, "n": n, "d_qks": list(d_qks), "n_seeds": n_seeds, "recipe": recipe.__dict__}
-                   for (task, n), d_qks in pending.items()]
+        configs = [{"task": task, "n": n, "d_qks": bucket, "n_seeds": n_seeds, "recipe": recipe.__dict__}
+                   for (task, n), d_qks in pending.items() for bucket in stack_buckets(d_qks, n, recipe)]
         frames.append(run_sweep(EXPERIMENT, cell_point, configs, [seed], progress=progress))
         frame = pd.concat(frames, ignore_index=True)
         means = seed_means(frame)
-        pending = {cell: more for cell in cells if (more := gridsearch.refine(grid, means.get(cell, {}), LEVEL))}
+        bars = {cell: cell_rule(part, TASK_SPECS[cell[0]].bar, min(MIN_SEEDS, n_seeds)).usable
+                for cell, part in frame.groupby(["task", "n"])}
+        pending = {cell: more for cell in cells
+                   if (more := next_points(grid, means.get(cell, {max(grid): 0.0}), bars.get(cell)))}
     frame = pd.concat(frames, ignore_index=True).drop(columns=["d_qks", "recipe", "n_seeds"])
     return frame.rename(columns={"seed": "data_seed"}).sort_values(["task", "n", "d_qk", "model_seed"],
                                                                    ignore_index=True)
@@ -281,6 +297,24 @@ def exhaustive_count(cells: pd.DataFrame, grid) -> int:
     return len(cells) * len(list(grid))
 
 
+ANSWER_WORDS = {"log": "O(log n)", "linear": "d_qk ~ n", "sqrt": "d_qk ~ sqrt(n)", "full": "a full-rank head",
+                "untestable": "untestable at this budget"}
+
+
+def headline(verdicts: dict) -> str:
+    """One sentence over every task's verdict, e.g. "copy supports O(log n); qsa is untestable at this budget"."""
+    if not verdicts:
+        return "No task was run."
+    parts = []
+    for task, verdict in verdicts.items():
+        if verdict.answer == "untestable":
+            parts.append(f"`{task}` is untestable at this budget")
+        else:
+            parts.append(f"`{task}` supports {ANSWER_WORDS[verdict.answer]}")
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + " (details and intervals below)."
+
+
 def numbers_for_prose(P, frame, cells, fits, verdicts, above) -> dict:
     """{glue name: (value, format)} for every number and verdict the chapter's prose quotes."""
     converged = frame[frame.converged]
@@ -310,8 +344,10 @@ def numbers_for_prose(P, frame, cells, fits, verdicts, above) -> dict:
         "ch5_heads_above_numerical": (int((above.numerical_over_n > CEILING).sum()), "d"),
         "ch5_max_hardmax_over_n": (float((converged.hardmax_rank_max / converged.n).max()), ".2f"),
         "ch5_max_numerical_over_n": (float((converged.numerical_rank_max / converged.n).max()), ".2f"),
-        "ch5_stop_step_median": (float(converged.stop_step.median()), ".0f"),
-        "ch5_stop_step_max": (int(converged.stop_step.max()), "d"),
+        "ch5_stop_step_median": (float(converged.stop_step.median()) if len(converged) else math.nan, ".0f"),
+        "ch5_stop_step_max": (int(converged.stop_step.max()) if len(converged) else 0, "d"),
+        "ch5_n_max": (max(P["N_VALUES"]), "d"),
+        "ch5_headline": (headline(verdicts), ""),
     }
     for task, verdict in verdicts.items():
         part = cells[cells.task == task]

@@ -14,9 +14,10 @@ This module holds only what a trained model's numbers depend on, so that the res
 point by the code of its module) keeps the trained models when the chapter's analysis changes.
 """
 
-from dataclasses import dataclass, field, fields, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
-from .. import capture, data as datasets, models, rank, seeding, train
+from .. import capture, data as datasets, models, rank, seeding, stacked
 
 RTOL = 1e-3          # numerical rank: sigma_i > 1e-3 sigma_1, the book's headline tolerance
 PROBE_EXAMPLES = 8   # test inputs whose attention ranks are averaged per head
@@ -65,86 +66,73 @@ class Recipe:
     eval_every: int = 50
     patience: int = 6
     tolerance: float = 0.005      # relative improvement of the validation loss that still counts
-    loss_floor: float = 1e-3      # a validation loss below this (nats per target) has nothing left to learn
+    loss_floor: float = 0.01      # nats per target: a model below it has solved its task (mean p(right) > 0.99)
     tokens_per_step: int = 1024
     n_train: int = 4096
     n_val: int = 256
     n_test: int = 256
-    trainer: str = "loop"
 
     def batch_size(self, n: int) -> int:
         """Sequences per step: about tokens_per_step tokens, at least 8 sequences."""
         return max(8, self.tokens_per_step // n)
 
 
-def value_width_supported() -> bool:
-    """Whether ModelConfig has a value width of its own (`d_value`); without it the value width is d_qk."""
-    return "d_value" in {f.name for f in fields(models.ModelConfig)}
-
-
 def task_data(task: str, n: int, seed: int, recipe: Recipe) -> datasets.TaskData:
-    """The (task, n) dataset shared by every model of the cell; the last n_val training examples validate."""
+    """The (task, n) dataset shared by every model of the cell; its last n_val training examples validate."""
     spec = TASK_SPECS[task]
     return datasets.synthetic(task, n, seed=seeding.derive_seed(seed, "data"), n_train=recipe.n_train + recipe.n_val,
                               n_test=recipe.n_test, **spec.options)
 
 
-def build_model(task: str, data: datasets.TaskData, d_qk: int, model_seed: int, recipe: Recipe):
-    """One untrained model of the task's family with query/key width d_qk (value width recipe.d_value)."""
+def model_config(task: str, data: datasets.TaskData, d_qk: int, recipe: Recipe) -> models.ModelConfig:
+    """The task's model with query/key width d_qk and value width recipe.d_value (one head per layer)."""
     spec = TASK_SPECS[task]
-    widths = {"d_head": d_qk}
-    if value_width_supported():
-        widths["d_value"] = recipe.d_value
-    return models.build_model(d_model=recipe.d_model, n_heads=1, n_layers=spec.n_layers, d_mlp=2 * recipe.d_model,
-                              pos=spec.pos, seed=seeding.derive_seed(model_seed, "init"), device="cpu",
-                              **widths, **data.model_fields())
-
-
-class _Converged(Exception):
-    """Raised from the training callback when the stopping rule fires (the loop trainer has no early stop)."""
-
-    def __init__(self, step: int):
-        self.step = step
+    return models.ModelConfig(d_model=recipe.d_model, n_heads=1, n_layers=spec.n_layers, d_mlp=2 * recipe.d_model,
+                              d_head=d_qk, d_value=recipe.d_value, pos=spec.pos, **data.model_fields())
 
 
 def should_stop(val_losses: list, patience: int, tolerance: float, loss_floor: float = 0.0) -> bool:
     """The last validation loss is below `loss_floor`, or none of the last `patience` validation losses beat the
-    best earlier one by more than `tolerance` (relative). A relative rule alone never stops a model that has
-    solved its task: its loss keeps falling by large factors while it sharpens an already perfect answer."""
+    best earlier one by more than `tolerance` (relative; `helpers.stacked.should_stop`). The relative rule alone
+    never stops a model that has solved its task: its loss keeps falling by large factors while it sharpens an
+    already perfect answer."""
     if val_losses and val_losses[-1] < loss_floor:
         return True
-    if len(val_losses) <= patience:
-        return False
-    best_before = min(val_losses[:-patience])
-    return min(val_losses[-patience:]) > best_before * (1 - tolerance)
+    return _relative_rule(val_losses, patience, tolerance)
 
 
-def _split_validation(data: datasets.TaskData, n_val: int):
-    """(training data without its last n_val examples, validation x, validation y)."""
-    cut = len(data.train_x) - n_val
-    return replace(data, train_x=data.train_x[:cut], train_y=data.train_y[:cut]), data.train_x[cut:], data.train_y[cut:]
+_relative_rule = stacked.should_stop
 
 
-def _train_one_loop(task, data, d_qk, model_seed, recipe):
-    """Train one model with `helpers.train.train`, stopped by `should_stop`; returns (model, status dict)."""
-    model = build_model(task, data, d_qk, model_seed, recipe)
-    train_part, val_x, val_y = _split_validation(data, recipe.n_val)
-    losses = []
+@contextmanager
+def _with_loss_floor(loss_floor: float):
+    """Let `helpers.stacked.train_stack` also stop a model whose validation loss fell below `loss_floor`.
 
-    def watch(step, net):
-        if step:
-            losses.append(train.evaluate(net, val_x, val_y)["loss"])
-            if should_stop(losses, recipe.patience, recipe.tolerance, recipe.loss_floor):
-                raise _Converged(step)
-
-    stop_step, converged = recipe.steps, False
+    The stacked trainer has no absolute floor; it looks its rule up at call time, so the rule is swapped for the
+    duration of one stack and restored in `finally`. (To remove once the trainer takes a floor argument.)
+    """
+    stacked.should_stop = lambda losses, patience, tolerance: should_stop(losses, patience, tolerance, loss_floor)
     try:
-        train.train(model, train_part, steps=recipe.steps, batch_size=recipe.batch_size(data.n),
-                    lr=TASK_SPECS[task].lr, final_lr_ratio=0.1, eval_every=recipe.eval_every, callbacks=(watch,),
-                    seed=seeding.derive_seed(model_seed, "order"), device="cpu", progress=False)
-    except _Converged as done:
-        stop_step, converged = done.step, True
-    return model, {"converged": converged, "stop_step": stop_step}
+        yield
+    finally:
+        stacked.should_stop = _relative_rule
+
+
+def _train_stack(task, data, d_qks, model_seeds, recipe):
+    """Train one stack (every d_qk x model seed); returns (standalone models, status frame) in member order."""
+    members = [(d, s) for d in d_qks for s in model_seeds]
+    configs = [model_config(task, data, d, recipe) for d, _ in members]
+    stack = stacked.ModelStack.build(configs, [seeding.derive_seed(s, "init") for _, s in members], device="cpu")
+    order = [seeding.derive_seed(s, "order") for _, s in members]
+    with _with_loss_floor(recipe.loss_floor):
+        try:
+            result = stacked.train_stack(stack, data, order, steps=recipe.steps, batch_size=recipe.batch_size(data.n),
+                                         lr=TASK_SPECS[task].lr, final_lr_ratio=0.1, eval_every=recipe.eval_every,
+                                         patience=recipe.patience, min_improvement=recipe.tolerance,
+                                         val_examples=recipe.n_val, progress=False, threads=1)
+        except stacked.StackDiverged as error:  # the others trained on; the diverged ones are not converged
+            result = error.result
+    return stack.models(), result.status
 
 
 def head_ranks(model, data: datasets.TaskData) -> dict:
@@ -164,22 +152,30 @@ def head_ranks(model, data: datasets.TaskData) -> dict:
 
 
 def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: int, recipe: Recipe) -> list[dict]:
-    """Train one model per (d_qk, model seed) of one (task, n) cell; one row per model.
+    """Train one model per (d_qk, model seed) of one (task, n) cell, as one stack; one row per model.
 
-    Row: d_qk, model_seed, test_loss, test_accuracy, converged, stop_step, and per head (lists ordered by
-    layer, head) hardmax_rank, numerical_rank, hardmax_rank_targets.
+    Row: d_qk, model_seed, test_loss, test_accuracy, converged, diverged, stop_step, and per head (lists ordered
+    by layer, head) hardmax_rank, numerical_rank, hardmax_rank_targets.
     """
     data = task_data(task, n, data_seed, recipe)
+    trained, status = _train_stack(task, data, list(d_qks), list(model_seeds), recipe)
     rows = []
-    for d_qk in d_qks:
-        for model_seed in model_seeds:
-            model, status = _train_one_loop(task, data, d_qk, model_seed, recipe)
-            scores = train.evaluate(model, data.test_x, data.test_y)
-            rows.append({"d_qk": int(d_qk), "model_seed": int(model_seed), "test_loss": scores["loss"],
-                         "test_accuracy": scores["accuracy"], **status, **head_ranks(model, data)})
+    for model, st in zip(trained, status.itertuples(index=False)):
+        rows.append({"d_qk": int(st.d_head), "model_seed": int(model_seeds[st.model % len(model_seeds)]),
+                     "test_loss": float(st.test_loss), "test_accuracy": float(st.test_accuracy),
+                     "converged": bool(st.converged and not st.diverged), "diverged": bool(st.diverged),
+                     "stop_step": int(st.stop_step), **head_ranks(model, data)})
     return rows
 
 
 def cell_point(task: str, n: int, d_qks: list, n_seeds: int, recipe: dict, seed: int) -> list[dict]:
     """The sweep point: the models of one (task, n) cell for the widths `d_qks`, model seeds seed .. seed + n_seeds - 1."""
     return train_models(task, n, list(d_qks), [seed + i for i in range(n_seeds)], seed, Recipe(**recipe))
+
+
+def stack_buckets(d_qks, n: int, recipe: Recipe) -> list[list[int]]:
+    """The widths of a cell grouped into stacks that waste at most 25 % of their work on padding
+    (`helpers.stacked.bucket_head_dims`)."""
+    cfg = models.ModelConfig(d_model=recipe.d_model, n_heads=1, d_head=1, d_value=recipe.d_value,
+                             d_mlp=2 * recipe.d_model, vocab_size=2)
+    return stacked.bucket_head_dims(list(d_qks), stacked.qk_work_offset(cfg, n))
