@@ -369,15 +369,20 @@ def numbers_for_prose(P, frame, cells, fits, verdicts, above) -> dict:
 def analyse(P, progress: bool = True) -> Result:
     """Train the phase diagram of P (TASKS, N_VALUES, D_QK, N_SEEDS, SEED and the recipe) and judge it."""
     recipe = recipe_from(P)
-    frame = add_head_summaries(phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], recipe,
-                                             progress=progress))
-    cells, boots = cell_table(frame, seed=P["SEED"])
+    frame = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], recipe, progress=progress)
+    return judge(P, frame, recipe)
+
+
+def judge(P, frame: pd.DataFrame, recipe: Recipe | None = None, replicates: int = BOOTSTRAP) -> Result:
+    """Cells, fits, verdicts and prose numbers from the per-model rows of a phase diagram (see `train_models`)."""
+    frame = add_head_summaries(frame)
+    cells, boots = cell_table(frame, replicates=replicates, seed=P["SEED"])
     fits = {task: fit_task(task, cells, boots) for task in P["TASKS"]}
     verdicts = {task: task_verdict(task, cells, fits[task], P["N_SEEDS"], max(P["D_QK"]), P["D_MODEL"])
                 for task in P["TASKS"]}
     above = heads_above_ceiling(frame)
     numbers = numbers_for_prose(P, frame, cells, fits, verdicts, above)
-    return Result(frame, cells, fits, verdicts, above, numbers, recipe)
+    return Result(frame, cells, fits, verdicts, above, numbers, recipe or recipe_from(P))
 
 
 def fits_table(result: Result) -> pd.DataFrame:
