@@ -40,27 +40,29 @@ MIN_SEEDS = 3
 
 # ---- the coarse-to-fine phase diagram ----
 
-def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy") -> dict:
-    """{(task, n): {d_qk: mean over the converged seeds of `value`}}."""
+def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy", min_seeds: int = MIN_SEEDS) -> dict:
+    """{(task, n): {d_qk: mean of `value` over the converged seeds}}, for widths with at least `min_seeds` of them."""
     kept = models_frame[models_frame.converged]
-    means = kept.groupby(["task", "n", "d_qk"])[value].mean()
+    stats = kept.groupby(["task", "n", "d_qk"])[value].agg(["mean", "size"])
     out: dict = {}
-    for (task, n, d_qk), v in means.items():
-        out.setdefault((task, int(n)), {})[int(d_qk)] = float(v)
+    for (task, n, d_qk), row in stats.iterrows():
+        if row["size"] >= min_seeds:
+            out.setdefault((task, int(n)), {})[int(d_qk)] = float(row["mean"])
     return out
 
 
-def next_points(grid, trained: dict, bar_met: bool | None) -> list:
+def next_points(grid, means: dict, trained: set, bar_met: bool | None) -> list:
     """The widths a cell trains next. First the largest width alone (can the task be learned at all?); a cell
     whose largest width misses the quality bar stops there (it would be excluded anyway); then the coarse
-    points, then `gridsearch.refine` until the answer is resolved. `trained`: {d_qk: seed-mean accuracy}."""
+    points, then `gridsearch.refine` until the answer is resolved. `means`: {d_qk: seed-mean accuracy} of the
+    widths with enough converged seeds; `trained`: every width trained so far (never trained twice)."""
     top = max(grid)
     if top not in trained:
         return [top]
     if not bar_met:
         return []
     missing = [d for d in gridsearch.coarse(grid) if d not in trained]
-    return missing or gridsearch.refine(grid, trained, LEVEL)
+    return missing or [d for d in gridsearch.refine(grid, means, LEVEL) if d not in trained]
 
 
 def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe, progress: bool = True) -> pd.DataFrame:
@@ -73,11 +75,12 @@ def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe
                    for (task, n), d_qks in pending.items() for bucket in stack_buckets(d_qks, n, recipe)]
         frames.append(run_sweep(EXPERIMENT, cell_point, configs, [seed], progress=progress))
         frame = pd.concat(frames, ignore_index=True)
-        means = seed_means(frame)
+        means = seed_means(frame, min_seeds=min(MIN_SEEDS, n_seeds))
+        trained = {cell: set(part.d_qk.astype(int)) for cell, part in frame.groupby(["task", "n"])}
         bars = {cell: cell_rule(part, TASK_SPECS[cell[0]].bar, min(MIN_SEEDS, n_seeds)).usable
                 for cell, part in frame.groupby(["task", "n"])}
         pending = {cell: more for cell in cells
-                   if (more := next_points(grid, means.get(cell, {max(grid): 0.0}), bars.get(cell)))}
+                   if (more := next_points(grid, means.get(cell, {}), trained.get(cell, set()), bars.get(cell)))}
     frame = pd.concat(frames, ignore_index=True).drop(columns=["d_qks", "recipe", "n_seeds"])
     return frame.rename(columns={"seed": "data_seed"}).sort_values(["task", "n", "d_qk", "model_seed"],
                                                                    ignore_index=True)

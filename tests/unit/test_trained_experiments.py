@@ -113,11 +113,35 @@ def test_heads_above_the_ceiling_are_counted_from_the_rows():
 
 def test_search_order_top_first_then_coarse_then_refine():
     grid = [1, 2, 3, 4, 6, 8]
-    assert chapter.next_points(grid, {}, None) == [8]
-    assert chapter.next_points(grid, {8: 0.5}, False) == []                  # missed the bar: stop
-    assert chapter.next_points(grid, {8: 1.0}, True) == [1, 2, 4]
-    assert chapter.next_points(grid, {1: 0.1, 2: 0.2, 4: 0.5, 8: 1.0}, True) == [6]
-    assert chapter.next_points(grid, {1: 0.1, 2: 0.2, 4: 0.5, 6: 0.99, 8: 1.0}, True) == []
+    assert chapter.next_points(grid, {}, set(), None) == [8]
+    assert chapter.next_points(grid, {8: 0.5}, {8}, False) == []                 # missed the bar: stop
+    assert chapter.next_points(grid, {8: 1.0}, {8}, True) == [1, 2, 4]
+    assert chapter.next_points(grid, {1: 0.1, 2: 0.2, 4: 0.5, 8: 1.0}, {1, 2, 4, 8}, True) == [6]
+    assert chapter.next_points(grid, {1: 0.1, 2: 0.2, 4: 0.5, 6: 0.99, 8: 1.0}, {1, 2, 4, 6, 8}, True) == []
+
+
+def test_a_width_without_enough_converged_seeds_is_never_trained_again():
+    grid = [1, 2, 3, 4, 6, 8]
+    # d_qk = 1 trained but no seed converged: it has no mean, and the search must not ask for it again
+    assert chapter.next_points(grid, {2: 1.0, 4: 1.0, 8: 1.0}, {1, 2, 4, 8}, True) == []
+
+
+def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
+    calls = []
+
+    def fake_point(task, n, d_qks, n_seeds, recipe, seed):
+        calls.append(tuple(d_qks))
+        return [{"d_qk": d, "model_seed": seed + i, "test_loss": 0.0, "test_accuracy": 1.0 if d >= 3 else 0.2,
+                 "converged": d != 1, "diverged": False, "stop_step": 10, "hardmax_rank": [1.0],
+                 "numerical_rank": [1.0], "hardmax_rank_targets": [1.0]} for d in d_qks for i in range(n_seeds)]
+
+    monkeypatch.setattr(chapter, "cell_point", fake_point)
+    monkeypatch.setattr(chapter, "run_sweep", lambda name, point, configs, seeds, progress: pd.DataFrame(
+        [{**c, "seed": s, **row} for c in configs for s in seeds for row in point(**c, seed=s)]))
+    frame = chapter.phase_diagram(["copy"], [16], [1, 2, 3, 4, 6, 8], 3, 0, training.Recipe(d_model=8), progress=False)
+    widths = [d for call in calls for d in call]
+    assert sorted(widths) == sorted(set(widths)) == [1, 2, 3, 4, 8]
+    assert len(frame) == 5 * 3
 
 
 def test_headline_and_curve_text():
