@@ -76,6 +76,8 @@ def fit_form(form: str, n, y) -> FormFit:
         coefficients = {"a": float(a), "b": float(b)}
     else:
         coefficients = {"c": float(x @ y / (x @ x))}
+    noise = 1e-9 * max(1.0, float(np.abs(y).max()))  # rounding residue of an exactly zero coefficient
+    coefficients = {k: (0.0 if abs(v) < noise else v) for k, v in coefficients.items()}
     fit = FormFit(form, coefficients, 0.0)
     loss = float(np.mean((fit.predict(n) - y) ** 2))
     return FormFit(form, coefficients, loss)

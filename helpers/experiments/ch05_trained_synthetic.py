@@ -241,7 +241,13 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
     if growth == "mixed":
         return Verdict(task, "untestable", head + tied + ", which include both a logarithmic and a power law, so "
                        "the scaling is untestable at this budget.", usable_n, fit.best, fit.indistinguishable)
-    return Verdict(task, growth, head + tied + f". This supports {LITERATURE[growth]}.", usable_n, fit.best,
+    flat = ""
+    if growth == "log":
+        low, high = fit.coefficient_ci[fit.best]["b"]
+        if low <= 0 <= high:
+            flat = (f" The slope b is not distinguishable from 0 (its interval reaches 0): the smallest width does not "
+                    f"grow with n from {min(usable_n)} to {max(usable_n)}, which is within O(log n).")
+    return Verdict(task, growth, head + tied + f". This supports {LITERATURE[growth]}." + flat, usable_n, fit.best,
                    fit.indistinguishable)
 
 

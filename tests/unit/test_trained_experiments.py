@@ -56,6 +56,13 @@ def test_each_scaling_answer_on_exact_curves(truth, answer):
     assert "untestable" not in verdict.sentence
 
 
+def test_a_constant_width_is_logarithmic_with_a_zero_slope():
+    verdict = judged(rows("copy", {16: 4, 64: 4, 256: 4})).verdicts["copy"]
+    assert verdict.answer == "log" and "does not grow with n from 16 to 256" in verdict.sentence
+    growing = judged(rows("copy", {16: 8, 64: 12, 256: 16})).verdicts["copy"]
+    assert growing.answer == "log" and "does not grow" not in growing.sentence
+
+
 def test_full_rank_answer_when_every_n_needs_the_largest_width():
     frame = rows("copy", {16: 64, 64: 64, 256: 64})
     assert judged(frame).verdicts["copy"].answer == "full"
