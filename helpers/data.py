@@ -1,6 +1,6 @@
 """Datasets with a free sequence length n: synthetic tasks, and real data from installed packages (never downloaded).
 
-    data = load("reversal", n=32, seed=0)              # or "recall", "copy", "sorting", "high_rank",
+    data = load("reversal", n=32, seed=0)              # or "recall", "mq_recall", "qsa", "copy", "sorting", "high_rank",
                                                        #    "shakespeare", "proteins", "mnist", "digits"
     model = build_model(d_model=64, n_heads=4, **data.model_fields())
     data.train_x, data.train_y                         # tensors on the CPU
@@ -9,7 +9,9 @@ Shapes (N examples):
   token tasks   x: (N, n) int64,  y: (N, n) int64 per-position targets, -100 where there is nothing to predict
   image tasks   x: (N, 1, 28, 28) float32 in [0, 1],  y: (N,) int64 labels; the model's patch size sets n
 
-Token tasks: "recall" (associative recall, answer at the last position), "copy" (causal: tokens, a separator,
+Token tasks: "recall" (associative recall, answer at the last position), "mq_recall" (multi-query recall:
+ceil(n/2) key-value tokens, then a query for each of floor(n/2) keys), "qsa" (q-sparse averaging: each query
+token names q fixed positions and its target is the sum of the values there), "copy" (causal: tokens, a separator,
 then the same tokens again), "reversal", "sorting", "high_rank" (position i must output the token at
 position pi(i) for a fixed map pi whose one-hot pattern, `info["pattern"]` `(n, n)`, has rank `rank`; a
 permutation when rank = n), "shakespeare", "proteins" and "bbc" (BBC News articles; next-token windows, causal).
