@@ -67,6 +67,13 @@ class Recipe:
     patience: int = 6
     tolerance: float = 0.005      # relative improvement of the validation loss that still counts
     loss_floor: float = 0.01      # nats per target: a model below it has solved its task (mean p(right) > 0.99)
+    min_fraction: float = 0.5     # the relative rule may stop a model only after this share of `steps`: at n = 128
+                                  # models sat 400+ steps on their initial plateau and were stopped there at chance
+
+    @property
+    def min_evals(self) -> int:
+        """Validation checks before the relative rule may fire (see min_fraction)."""
+        return int(self.min_fraction * self.steps) // self.eval_every
     tokens_per_step: int = 1024
     n_train: int = 4096
     n_val: int = 256
@@ -91,27 +98,31 @@ def model_config(task: str, data: datasets.TaskData, d_qk: int, recipe: Recipe) 
                               d_head=d_qk, d_value=recipe.d_value, pos=spec.pos, **data.model_fields())
 
 
-def should_stop(val_losses: list, patience: int, tolerance: float, loss_floor: float = 0.0) -> bool:
-    """The last validation loss is below `loss_floor`, or none of the last `patience` validation losses beat the
-    best earlier one by more than `tolerance` (relative; `helpers.stacked.should_stop`). The relative rule alone
-    never stops a model that has solved its task: its loss keeps falling by large factors while it sharpens an
-    already perfect answer."""
+def should_stop(val_losses: list, patience: int, tolerance: float, loss_floor: float = 0.0,
+                min_evals: int = 0) -> bool:
+    """The last validation loss is below `loss_floor`, or (after at least `min_evals` checks) none of the last
+    `patience` validation losses beat the best earlier one by more than `tolerance` (relative;
+    `helpers.stacked.should_stop`). The relative rule alone never stops a model that has solved its task (its
+    loss keeps falling by large factors while it sharpens an already perfect answer), and, early on, it takes
+    the flat start of a hard task for convergence."""
     if val_losses and val_losses[-1] < loss_floor:
         return True
-    return _relative_rule(val_losses, patience, tolerance)
+    return len(val_losses) >= min_evals and _relative_rule(val_losses, patience, tolerance)
 
 
 _relative_rule = stacked.should_stop
 
 
 @contextmanager
-def _with_loss_floor(loss_floor: float):
-    """Let `helpers.stacked.train_stack` also stop a model whose validation loss fell below `loss_floor`.
+def _with_loss_floor(loss_floor: float, min_evals: int):
+    """Let `helpers.stacked.train_stack` also stop a model whose validation loss fell below `loss_floor`, and
+    keep its relative rule quiet for the first `min_evals` checks.
 
     The stacked trainer has no absolute floor; it looks its rule up at call time, so the rule is swapped for the
     duration of one stack and restored in `finally`. (To remove once the trainer takes a floor argument.)
     """
-    stacked.should_stop = lambda losses, patience, tolerance: should_stop(losses, patience, tolerance, loss_floor)
+    stacked.should_stop = lambda losses, patience, tolerance: should_stop(losses, patience, tolerance, loss_floor,
+                                                                         min_evals)
     try:
         yield
     finally:
@@ -124,7 +135,7 @@ def _train_stack(task, data, d_qks, model_seeds, recipe):
     configs = [model_config(task, data, d, recipe) for d, _ in members]
     stack = stacked.ModelStack.build(configs, [seeding.derive_seed(s, "init") for _, s in members], device="cpu")
     order = [seeding.derive_seed(s, "order") for _, s in members]
-    with _with_loss_floor(recipe.loss_floor):
+    with _with_loss_floor(recipe.loss_floor, recipe.min_evals):
         try:
             result = stacked.train_stack(stack, data, order, steps=recipe.steps, batch_size=recipe.batch_size(data.n),
                                          lr=TASK_SPECS[task].lr, final_lr_ratio=0.1, eval_every=recipe.eval_every,

@@ -162,6 +162,11 @@ def test_stopping_rule_with_floor():
     assert training.should_stop([0.5, 0.009], patience=5, tolerance=0.005, loss_floor=0.01)
     assert not training.should_stop([1.0, 0.9, 0.8], patience=2, tolerance=0.005)
     assert training.should_stop([1.0, 0.9, 0.9, 0.9], patience=2, tolerance=0.005)
+    flat_start = [2.7] * 8                                  # a hard task's initial plateau
+    assert training.should_stop(flat_start, patience=6, tolerance=0.005)
+    assert not training.should_stop(flat_start, patience=6, tolerance=0.005, min_evals=20)
+    assert training.should_stop(flat_start + [0.009], patience=6, tolerance=0.005, loss_floor=0.01, min_evals=20)
+    assert training.Recipe(steps=2000, eval_every=50).min_evals == 20
 
 
 def test_a_tiny_cell_trains_on_the_stacked_trainer():
