@@ -43,19 +43,27 @@ def to_jsonable(value):
     return str(value)
 
 
-def write_json_atomic(path: Path, data) -> Path:
-    """Write JSON through a temporary file and a rename, so readers never see half a file."""
+def write_atomic(path: Path, write, mode: str = "w") -> Path:
+    """Call `write(handle)` on a temporary file next to `path`, then rename it over `path`.
+
+    Readers never see half a file, and a failure leaves the old file (or none) in place. `mode`: "w" or "wb".
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True, allow_nan=False)
+        with os.fdopen(fd, mode) as handle:
+            write(handle)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_json_atomic(path: Path, data) -> Path:
+    """Write JSON atomically (see `write_atomic`); NaN is refused, so encode it as None first (`to_jsonable`)."""
+    return write_atomic(path, lambda handle: json.dump(data, handle, indent=1, sort_keys=True, allow_nan=False))
 
 
 PACKAGE = Path(__file__).resolve().parent

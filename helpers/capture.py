@@ -38,9 +38,9 @@ class Captured:
         if self.store:
             self._probs[layer].append(probs.cpu() if self.to_cpu else probs)
         if self.measures:
-            values = measure(probs, self.measures, self.rtol)
-            for name, value in values.items():
-                self._ranks[layer][name].append(value.cpu())
+            values = rank.measures(probs, self.measures, (self.rtol,))   # keyed by label, e.g. "numerical@1e-03"
+            for name in self.measures:
+                self._ranks[layer][name].append(values[rank.label(name, self.rtol)].cpu())
 
     @property
     def probs(self) -> torch.Tensor | None:
@@ -53,30 +53,15 @@ class Captured:
 
     @property
     def ranks(self) -> dict[str, torch.Tensor]:
-        """{measure: `(layer, batch, head)` float64} for the measures asked for."""
+        """{measure: `(layer, batch, head)` float64} for the measures asked for.
+
+        Keyed by the bare measure name ("numerical", not "numerical@1e-03"): a capture has one tolerance,
+        `self.rtol`, and `helpers.rank.label(name, rtol)` gives the book's label for it.
+        """
         if self.measures and not all(self._ranks[layer][self.measures[0]] for layer in self.layers):
             raise RuntimeError("nothing was captured: run the model inside the `with capture(...)` block")
         return {m: torch.stack([torch.cat(self._ranks[layer][m], dim=0) for layer in self.layers])
                 for m in self.measures}
-
-
-def measure(probs: torch.Tensor, measures: tuple[str, ...], rtol: float = rank.DEFAULT_RTOL) -> dict:
-    """Rank measures of `(..., n, n)` probabilities -> {measure: `(...)` float64}, sharing one SVD."""
-    out = {}
-    if "hardmax" in measures:
-        out["hardmax"] = rank.hardmax_rank(probs).to(torch.float64)
-    svd_measures = [m for m in measures if m != "hardmax"]
-    if svd_measures:
-        sigma = rank.singular_values(probs)
-        top = sigma[..., :1]
-        for m in svd_measures:
-            if m == "numerical":
-                out[m] = (sigma > rtol * top).sum(-1).to(torch.float64)
-            elif m == "effective":
-                out[m] = rank.effective_rank_from_sigma(sigma)
-            elif m == "stable":
-                out[m] = rank.stable_rank_from_sigma(sigma)
-    return {m: out[m] for m in measures}
 
 
 def _check(model, layers, measures, store, rtol):

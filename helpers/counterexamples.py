@@ -48,10 +48,8 @@ def hardmax_closed_form(counts) -> dict[str, float]:
 
 
 def column_counts(logits: torch.Tensor) -> torch.Tensor:
-    """How many rows pick each column as their argmax: `(..., n, m) -> (..., m)` float64."""
-    winners = logits.argmax(dim=-1)
-    counts = torch.zeros(logits.shape[:-2] + logits.shape[-1:], dtype=torch.float64)
-    return counts.scatter_add_(-1, winners, torch.ones_like(winners, dtype=torch.float64))
+    """How many rows pick each column as their argmax: `(..., n, m) -> (..., m)` float64 (`rank.argmax_counts`)."""
+    return rank.argmax_counts(logits).to(torch.float64)
 
 
 # ---------------------------------------------------------------- 1. identity head

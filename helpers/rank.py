@@ -13,6 +13,8 @@ Measures (see chapter 1):
 import numpy as np
 import torch
 
+from .errors import ArgumentError
+
 DEFAULT_RTOL = 1e-3
 
 
@@ -101,7 +103,10 @@ def _gram_rank(tensor: torch.Tensor, rtol, atol) -> tuple[torch.Tensor, torch.Te
     eigensolver is about half the work of an SVD. Forming and diagonalising `A A^T` in float64
     moves each eigenvalue by at most ~ p q eps sigma_1^2 (p, q the short and long sides), so a
     matrix with an eigenvalue within that slack of the squared threshold is "undecided", and so is
-    one whose Gram matrix overflowed. `tensor`: `(b, n, m)` float64 -> ranks `(b,)` int64, undecided `(b,)` bool.
+    one whose Gram matrix overflowed, or comes within a factor 1/eps of either end of the float64 range
+    (sigma_1^2 below tiny / eps ~ 1e-292 or above max * eps ~ 4e292): near the subnormals the rounding of
+    A A^T is absolute, not relative, and eigenvalues are lost (found by comparing with numpy's SVD at entries
+    ~1e-156), and near overflow the eigensolver's internal scaling loses them. `tensor`: `(b, n, m)` float64 -> ranks `(b,)` int64, undecided `(b,)` bool.
     """
     short, long = sorted(tensor.shape[-2:])
     eigen = _map_batch(_gram_eigenvalues, tensor)                        # (b, p) ascending
@@ -112,7 +117,9 @@ def _gram_rank(tensor: torch.Tensor, rtol, atol) -> tuple[torch.Tensor, torch.Te
     top = eigen[..., -1].clamp(min=0)
     squared_threshold = _threshold(top.sqrt(), rtol, atol).square().unsqueeze(-1)
     slack = (2 * short * (long + 1) * torch.finfo(torch.float64).eps * top).unsqueeze(-1)
-    undecided = ((eigen - squared_threshold).abs() <= slack).any(-1) | overflowed
+    finfo = torch.finfo(torch.float64)
+    out_of_range = (top < finfo.tiny / finfo.eps) | (top > finfo.max * finfo.eps)
+    undecided = ((eigen - squared_threshold).abs() <= slack).any(-1) | overflowed | out_of_range
     return (eigen > squared_threshold).sum(-1), undecided
 
 
@@ -135,18 +142,24 @@ def numerical_rank(matrix, rtol: float | None = DEFAULT_RTOL, atol: float | None
     return ranks.reshape(batch_shape)
 
 
+def argmax_counts(matrix) -> torch.Tensor:
+    """How many rows have their argmax in each column: `(..., n, m) -> (..., m)` int64.
+
+    Ties go to the lowest column index, as in `torch.argmax`. Softmax keeps each row's argmax, so logits and
+    probabilities give the same counts.
+    """
+    tensor = as_tensor(matrix)
+    winners = tensor.argmax(dim=-1)                                      # (..., n)
+    counts = torch.zeros(tensor.shape[:-2] + tensor.shape[-1:], dtype=torch.int64, device=tensor.device)
+    return counts.scatter_add_(-1, winners, torch.ones_like(winners))
+
+
 def hardmax_rank(matrix) -> torch.Tensor:
     """Number of distinct argmax columns over the rows: `(..., n, m) -> (...)` int64.
 
-    This is the exact rank of the hardmax matrix (one 1 per row at its argmax). Ties go to the
-    lowest column index, as in `torch.argmax`. It works on logits or on probabilities alike,
-    since softmax preserves each row's argmax.
+    This is the exact rank of the hardmax matrix (one 1 per row at its argmax); see `argmax_counts`.
     """
-    tensor = as_tensor(matrix)
-    winners = tensor.argmax(dim=-1)
-    chosen = torch.zeros(tensor.shape[:-2] + tensor.shape[-1:], dtype=torch.bool, device=tensor.device)
-    chosen.scatter_(-1, winners, True)
-    return chosen.sum(-1)
+    return (argmax_counts(matrix) > 0).sum(-1)
 
 
 def effective_rank_from_sigma(sigma: torch.Tensor) -> torch.Tensor:
@@ -176,12 +189,94 @@ def stable_rank(matrix) -> torch.Tensor:
 MEASURES = ("numerical", "hardmax", "effective", "stable")
 
 
+def label(measure: str, rtol: float | None = None) -> str:
+    """The book's one label of a measure: "numerical@1e-03" for the numerical rank at rtol 1e-3, else the name."""
+    if measure not in MEASURES:
+        raise ArgumentError("measure", measure, f"one of {list(MEASURES)}")
+    if measure == "numerical":
+        if rtol is None or not rtol > 0:
+            raise ArgumentError("rtol", rtol, "a number > 0 (the numerical rank's relative tolerance)")
+        return f"numerical@{rtol:.0e}"
+    return measure
+
+
+def labels(measures=MEASURES, rtols=(DEFAULT_RTOL,)) -> tuple[str, ...]:
+    """Labels of `measures` in order, the numerical rank once per tolerance: ("hardmax", "numerical@1e-03", ...)."""
+    out = []
+    for m in measures:
+        out += [label(m, t) for t in rtols] if m == "numerical" else [label(m)]
+    return tuple(out)
+
+
+def title(measure_label: str) -> str:
+    """A label in words, for legends and captions: "numerical rank, rtol 1e-03", "effective rank"."""
+    name, _, rtol = measure_label.partition("@")
+    return f"{name} rank, rtol {rtol}" if rtol else f"{name} rank"
+
+
+def _check_measures(measures, rtols) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    measures = tuple(measures)
+    if not measures or any(m not in MEASURES for m in measures):
+        raise ArgumentError("measures", measures, f"a non-empty tuple from {list(MEASURES)}")
+    rtols = tuple(float(t) for t in rtols)
+    if "numerical" in measures and (not rtols or not all(t > 0 for t in rtols)):
+        raise ArgumentError("rtols", rtols, "a non-empty tuple of numbers > 0")
+    return measures, rtols
+
+
+def measures_from_sigma(sigma: torch.Tensor, measures=MEASURES, rtols=(DEFAULT_RTOL,),
+                        hardmax: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Every asked-for measure from singular values `(..., k)` (descending): {label: `(...)` float64}.
+
+    The hardmax rank is not a function of sigma: pass it as `hardmax` `(...)` when "hardmax" is asked for.
+    """
+    measures, rtols = _check_measures(measures, rtols)
+    out = {}
+    for m in measures:
+        if m == "numerical":
+            for t in rtols:
+                out[label(m, t)] = numerical_rank_from_sigma(sigma, t).to(torch.float64)
+        elif m == "hardmax":
+            if hardmax is None:
+                raise ArgumentError("hardmax", None, "the hardmax ranks `(...)` when measures include \"hardmax\"")
+            out[m] = hardmax.to(torch.float64)
+        elif m == "effective":
+            out[m] = effective_rank_from_sigma(sigma)
+        else:
+            out[m] = stable_rank_from_sigma(sigma)
+    return out
+
+
+def measures(matrix, measures=MEASURES, rtols=(DEFAULT_RTOL,)) -> dict[str, torch.Tensor]:
+    """Every asked-for measure of a batch `(..., n, m)`: {label: `(...)` float64}, labels as in `labels`.
+
+    One float64 SVD serves every spectral measure; the hardmax rank needs none. When the numerical rank at a
+    single tolerance is the only spectral measure, it takes the cheaper Gram route of `numerical_rank` (same count).
+    """
+    measures, rtols = _check_measures(measures, rtols)
+    hard = hardmax_rank(matrix) if "hardmax" in measures else None
+    spectral = [m for m in measures if m != "hardmax"]
+    if spectral == ["numerical"] and len(rtols) == 1:           # the Gram route: half an SVD, the same count
+        out = {"hardmax": hard} if hard is not None else {}
+        out[label("numerical", rtols[0])] = numerical_rank(matrix, rtols[0])
+        return {key: out[key].to(torch.float64) for key in labels(measures, rtols)}
+    sigma = singular_values(matrix) if spectral else torch.zeros(as_tensor(matrix).shape[:-2] + (0,))
+    return measures_from_sigma(sigma, measures, rtols, hardmax=hard)
+
+
 def all_ranks(matrix, rtol: float = DEFAULT_RTOL) -> dict[str, torch.Tensor]:
-    """Every measure for a batch `(..., n, n)`, sharing one SVD; values shaped `(...)` float64."""
-    sigma = singular_values(matrix)
-    return {
-        "numerical": numerical_rank_from_sigma(sigma, rtol).to(torch.float64),
-        "hardmax": hardmax_rank(matrix).to(torch.float64),
-        "effective": effective_rank_from_sigma(sigma),
-        "stable": stable_rank_from_sigma(sigma),
-    }
+    """The four measures keyed by bare name (numerical at `rtol`). Kept only for chapter 03's module until it
+    switches to `measures` (its notebook belongs to another change); do not use in new code."""
+    values = measures(matrix, MEASURES, (rtol,))
+    return {m: values[label(m, rtol) if m == "numerical" else m] for m in MEASURES}
+
+
+def hardmax_matrix_measures(logits, measures=MEASURES, rtols=(DEFAULT_RTOL,)) -> dict[str, torch.Tensor]:
+    """Every measure of the hardmax (one-hot argmax) matrix of `logits` `(..., n, m)`, without an SVD.
+
+    If column j is the argmax of m_j rows, the one-hot matrix has orthogonal columns of norms sqrt(m_j), so its
+    singular values are the sorted sqrt(m_j). {label: `(...)` float64}.
+    """
+    counts = argmax_counts(logits)                                       # (..., m)
+    sigma = counts.to(torch.float64).sqrt().sort(dim=-1, descending=True).values
+    return measures_from_sigma(sigma, measures, rtols, hardmax=(counts > 0).sum(-1))

@@ -3,6 +3,10 @@
     rec = Recorder("01_attention_rank", P)
     rec.glue("barrier_fraction", 0.632, ".3f")   # {glue:text}`barrier_fraction` in the prose
     rec.save()                                   # book/_metrics/01_attention_rank.json
+
+A chapter in the book's pattern makes one call instead, after its figures:
+
+    record.publish("04_random_attention", P, result)   # result: helpers.results.ChapterResult of analyse(P)
 """
 
 import json
@@ -16,6 +20,7 @@ import torch
 
 from . import paths
 from .cache import to_jsonable, write_json_atomic
+from .results import ChapterResult
 
 
 Formatted = str  # text to glue as it is (rec.glue(name, Formatted("a; b")))
@@ -117,3 +122,30 @@ class Recorder:
             "not_run": not_run,
         }
         return write_json_atomic(metrics_path(self.notebook), to_jsonable(data))
+
+
+def _tabular(value):
+    """DataFrames as lists of row dicts; anything else as it is (made JSON-able on save)."""
+    return value.to_dict(orient="records") if hasattr(value, "to_dict") and hasattr(value, "columns") else value
+
+
+def publish(notebook: str, params: dict, result: ChapterResult, source: Path | None = None) -> Path:
+    """Record every frame, quote and verdict of `result`, glue every quote and verdict sentence, and save.
+
+    The metrics file gets `values[name]` for each frame (rows), each quote (its raw value) and each verdict
+    ({outcome, sentence, rule, evidence}); `wall_time_s` is the time `analyse` took. Returns the metrics path.
+    """
+    rec = Recorder(notebook, params, source)
+    for name, frame in result.frames.items():
+        rec.record(name, _tabular(frame))
+    for name, quote in result.quotes.items():
+        rec.record(name, quote.value)
+        _paste(name, quote.text())
+        rec.glued.add(name)
+    for name, verdict in result.verdicts.items():
+        rec.record(name, {"outcome": verdict.outcome, "sentence": verdict.sentence, "rule": verdict.rule,
+                          "evidence": verdict.evidence})
+        _paste(name, verdict.sentence)
+        rec.glued.add(name)
+    rec.started = time.perf_counter() - result.seconds
+    return rec.save()

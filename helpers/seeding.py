@@ -27,3 +27,13 @@ def hash_text(text: str) -> int:
     import zlib
 
     return zlib.crc32(text.encode())
+
+
+def trials_for(n: int, trials: int, reference_n: int = 64, minimum: int = 4) -> int:
+    """Random draws for a Monte-Carlo point at size n: `trials` at n = reference_n, scaled like 1/n, at least `minimum`.
+
+    Scaling like 1/n keeps the rows drawn per point constant, and the error of a mean of rank / n shrinks like
+    1/sqrt(rows). Chapter 02's "`trials` for n >= 256, proportionally more below" is
+    `trials_for(n, trials, reference_n=256, minimum=trials)`.
+    """
+    return max(int(minimum), int(round(trials * reference_n / n)))

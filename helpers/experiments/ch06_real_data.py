@@ -17,8 +17,6 @@ trained on more data.
 """
 
 import math
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
@@ -29,8 +27,8 @@ import pandas as pd
 import torch
 
 from .. import data as datasets
-from .. import paths, seeding
-from ..cache import cache_key
+from .. import paths, saturation, seeding
+from ..cache import cache_key, write_atomic
 from ..capture import attention_ranks
 from ..parameters import ParameterError
 from ..models import build_model, count_parameters
@@ -135,17 +133,8 @@ def weights_path(domain: str, n: int, d_head: int, spec: dict, seed: int) -> Pat
 
 def save_weights(model: torch.nn.Module, path: Path) -> Path:
     """The model's state dict as `.npz` (no pickle), through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, lambda handle: np.savez(handle, **arrays), mode="wb")
 
 
 def load_weights(model: torch.nn.Module, path: Path) -> torch.nn.Module:
@@ -236,24 +225,9 @@ def sweep(domains, n_values: dict, d_heads, spec: TrainSpec, seeds, progress: bo
 # ---- summaries ----
 
 def saturation_point(x, y, fraction: float = SATURATION_FRACTION) -> float:
-    """The smallest x at which y has made `fraction` of its total rise from the first to the last grid point.
-
-    `x` ascending grid (e.g. d_h), `y` the curve (rank, or a loss drop). Linear interpolation in log x between
-    the grid points around the first crossing. NaN when y does not rise (last <= first): no saturation to place.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    order = np.argsort(x)
-    x, y = x[order], y[order]
-    if x.size < 2 or not np.all(np.isfinite(y)) or not y[-1] > y[0]:
-        return float("nan")
-    target = y[0] + fraction * (y[-1] - y[0])
-    first = int(np.nonzero(y >= target)[0][0])
-    if first == 0:
-        return float(x[0])
-    lo, hi = first - 1, first
-    t = (target - y[lo]) / (y[hi] - y[lo])
-    return float(np.exp(np.log(x[lo]) + t * (np.log(x[hi]) - np.log(x[lo]))))
+    """The smallest x at which y has made `fraction` of its rise from the first to the last grid point
+    (reference "last", baseline "first", log-interpolated; NaN when y does not rise): `helpers.saturation`."""
+    return saturation.saturation_point(x, y, reference="last", baseline="first", level=fraction).value
 
 
 def curves(df: pd.DataFrame, layer: int = 0, stage: str = "trained") -> pd.DataFrame:
@@ -339,16 +313,14 @@ def causal_diagnostics(model, x: torch.Tensor, layer: int = 0) -> dict:
     diag = torch.diagonal(probs, dim1=-2, dim2=-1)  # (batch, head, n)
     log10_det = (diag.log10().sum(-1)).mean().item()
     sigma = rank.singular_values(probs)  # (batch, head, n)
+    measures = rank.measures_from_sigma(sigma, ("numerical", "hardmax", "effective"), (1e-3, 1e-8, 1e-12),
+                                        hardmax=rank.hardmax_rank(probs))   # "numerical@1e-03", ..., "effective"
     return {
         "n": n,
         "upper_max": upper,
         "diag_min": diag.min().item(),
         "diag_median": diag.median().item(),
         "log10_det_mean": log10_det,
-        "numerical_1e-3": rank.numerical_rank_from_sigma(sigma, rtol=1e-3).double().mean().item(),
-        "numerical_1e-8": rank.numerical_rank_from_sigma(sigma, rtol=1e-8).double().mean().item(),
-        "numerical_1e-12": rank.numerical_rank_from_sigma(sigma, rtol=1e-12).double().mean().item(),
-        "hardmax": rank.hardmax_rank(probs).double().mean().item(),
-        "effective": rank.effective_rank_from_sigma(sigma).mean().item(),
+        **{label: value.mean().item() for label, value in measures.items()},
         "sigma_min_over_max": (sigma[..., -1] / sigma[..., 0]).min().item(),
     }

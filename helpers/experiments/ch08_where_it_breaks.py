@@ -28,24 +28,13 @@ ARCHS = ("attn", "attn+mlp", "attn+res", "attn+res+mlp")
 POSITIONS = ("none", "sinusoidal", "learned", "rope")
 
 
-def numerical_name(rtol: float) -> str:
-    """Column label of the numerical rank at `rtol`, e.g. "numerical@1e-03"."""
-    return f"numerical@{rtol:.0e}"
-
-
-MEASURES = ("hardmax",) + tuple(numerical_name(t) for t in RTOLS) + ("effective", "stable")
+ORDER = ("hardmax", "numerical", "effective", "stable")
+MEASURES = rank.labels(ORDER, RTOLS)       # "hardmax", "numerical@1e-02", ..., "effective", "stable"
 
 
 def measure_all(matrix: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Every measure of `(..., n, n)` probabilities, one SVD: {label: `(...)` float64}."""
-    sigma = rank.singular_values(matrix)
-    top = sigma[..., :1]
-    out = {"hardmax": rank.hardmax_rank(matrix).to(torch.float64)}
-    for tol in RTOLS:
-        out[numerical_name(tol)] = (sigma > tol * top).sum(-1).to(torch.float64)
-    out["effective"] = rank.effective_rank_from_sigma(sigma)
-    out["stable"] = rank.stable_rank_from_sigma(sigma)
-    return out
+    """Every measure of `(..., n, n)` probabilities at this chapter's tolerances: {label: `(...)` float64}."""
+    return rank.measures(matrix, ORDER, RTOLS)
 
 
 # ---------------------------------------------------------------- (a) counterexamples
@@ -55,7 +44,7 @@ def _closed_forms(example: str, n: int) -> dict[str, float | None]:
         return {m: float(n) for m in MEASURES}
     if example == "previous_token":
         form = cx.hardmax_closed_form(cx.previous_token_counts(n))
-        return {"hardmax": form["hardmax"], **{numerical_name(t): form["numerical"] for t in RTOLS},
+        return {"hardmax": form["hardmax"], **{rank.label("numerical", t): form["numerical"] for t in RTOLS},
                 "effective": form["effective"], "stable": form["stable"]}
     if example == "uniform":
         return {m: 1.0 for m in MEASURES}

@@ -10,10 +10,12 @@ Each grid point (corpus, weights, n) is cached in the result store, so re-runs a
 import pandas as pd
 import torch
 
-from .. import minilm, seeding
+from .. import minilm, rank, seeding
+from ..threads import torch_threads
 from . import grid, run_sweep
 
 EXPERIMENT = "ch9_pretrained_head_ranks"
+MEASURES = ("hardmax", "numerical", "effective", "stable")   # the table's column order, headline first
 
 
 def head_rank_point(corpus: str, weights: str, n: int, windows: int, tolerances: list, seed: int) -> list[dict]:
@@ -24,7 +26,8 @@ def head_rank_point(corpus: str, weights: str, n: int, windows: int, tolerances:
     rows = []
     for w in range(windows):                                                    # one window at a time: n=512 is 150 MB
         attn = minilm.attentions(ids[w : w + 1], weights, init_seed)       # (layer, 1, head, n, n)
-        ranks = minilm.head_ranks(attn, tolerances)                         # name -> (layer, 1, head)
+        with torch_threads(1):                                                 # see helpers.threads
+            ranks = rank.measures(attn, _measures(tolerances), tuple(tolerances))  # label -> (layer, 1, head)
         sinks = minilm.sink_stats(attn, {k: v[w : w + 1] for k, v in masks.items()})
         layers, _, heads = attn.shape[:3]
         for layer in range(layers):
@@ -46,9 +49,13 @@ def head_rank_sweep(corpora, n_values, windows: int, tolerances, seed: int, weig
     return df.drop(columns=["tolerances"])
 
 
+def _measures(tolerances) -> tuple[str, ...]:
+    return MEASURES if len(tolerances) else tuple(m for m in MEASURES if m != "numerical")
+
+
 def rank_columns(tolerances) -> list[str]:
-    """The rank measures in the table, headline first."""
-    return ["hardmax"] + [minilm.tolerance_label(t) for t in tolerances] + ["effective", "stable"]
+    """The rank measures in the table (labels of `helpers.rank.labels`), headline first."""
+    return list(rank.labels(_measures(tolerances), tuple(tolerances)))
 
 
 def per_layer(df: pd.DataFrame, measures: list[str]) -> pd.DataFrame:

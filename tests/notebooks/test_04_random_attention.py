@@ -7,7 +7,8 @@ import pytest
 from helpers import theory
 from helpers.experiments import ch04_random_attention as ri
 
-NUM3 = ri.numerical_name(1e-3)
+NUM3 = ri.NUM3
+pytestmark = pytest.mark.notebooks
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +115,15 @@ def test_summary_says_the_barrier_holds_for_hardmax_only_where_it_should(metrics
     table = {r["condition"]: r for r in metrics["values"]["summary_table"]}
     assert table["hardmax rank (any scale)"]["barrier holds?"] == "yes (below)"
     assert table[f"softmax {NUM3.replace('@', ' rank, rtol ')}, unit"]["barrier holds?"] == "no (above)"
+
+
+def test_verdicts_are_recorded_with_their_rule_and_evidence(metrics):
+    v = metrics["values"]
+    exceed = v["ch4_hard_exceedance"]
+    assert exceed["outcome"] == "never" and exceed["evidence"]["exceeding"] == 0
+    assert exceed["evidence"]["points"] == len(pick(v["curves"], attention="hardmax"))
+    assert exceed["evidence"]["max_z"] <= 3.0 and "-" not in exceed["sentence"]
+    assert v["ch4_init_trend"]["outcome"] in {"falls", "flat"} and v["ch4_init_trend"]["rule"]
+    assert v["ch4_sat_edges"]["evidence"]["curves"] == len(v["saturation_d_head"])
+    statuses = {row["status"] for row in v["saturation_d_head"]}
+    assert statuses <= {"inside", "at_first"}

@@ -6,6 +6,8 @@ import pytest
 
 from helpers import theory
 
+pytestmark = pytest.mark.notebooks
+
 
 @pytest.fixture(scope="module")
 def metrics(quick_book):

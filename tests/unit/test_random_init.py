@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import attention, book, parameters, seeding, theory
+from helpers import attention, book, parameters, rank, seeding, theory
 from helpers.parameters import ParameterError
 from helpers.cache import ResultStore
 from helpers.experiments import ch04_random_attention as ri
@@ -19,7 +19,7 @@ def numpy_measures(matrix: np.ndarray, rtols=ri.RTOLS) -> dict:
     sigma = np.linalg.svd(matrix, compute_uv=False)
     out = {"hardmax": float(len({int(np.argmax(row)) for row in matrix}))}
     for rtol in rtols:
-        out[ri.numerical_name(rtol)] = float(sum(1 for s in sigma if s > rtol * sigma[0]))
+        out[rank.label("numerical", rtol)] = float(sum(1 for s in sigma if s > rtol * sigma[0]))
     p = sigma / sigma.sum()
     p = p[p > 0]
     out["effective"] = float(np.exp(-(p * np.log(p)).sum()))
@@ -45,7 +45,7 @@ def test_hardmax_measures_from_counts_match_an_svd_of_the_one_hot_matrix():
     gen = seeding.torch_generator(3)
     logits = torch.randn(5, 9, 9, generator=gen, dtype=torch.float64)
     logits[0, :, 2] += 10.0  # one column wins every row: rank 1
-    fast = ri.hardmax_spectrum_ranks(logits)
+    fast = rank.hardmax_matrix_measures(logits, ri.ORDER, ri.RTOLS)
     for b in range(5):
         expected = numpy_measures(one_hot(logits[b].numpy()))
         for measure, value in expected.items():
@@ -97,16 +97,16 @@ def test_rank_point_obeys_exact_limits():
     by = {(r["attention"], r["scale"], r["measure"]): r["mean"] for r in rows}
     assert by[("hardmax", "unit", "hardmax")] <= 2.0          # d_h = 1: the max or the min key wins
     for scale in ri.SCALES:
-        assert by[("softmax", scale, "stable")] <= by[("softmax", scale, ri.numerical_name(1e-8))] + 1e-9
+        assert by[("softmax", scale, "stable")] <= by[("softmax", scale, rank.label("numerical", 1e-8))] + 1e-9
         assert 1.0 <= by[("softmax", scale, "peak_n")] <= 32.0
 
 
-def test_saturation_d_head_interpolates_in_log_d():
-    assert ri.saturation_d_head([1, 4, 16], [0.0, 50.0, 100.0]) == pytest.approx(4 ** 1.9)
-    assert ri.saturation_d_head([16, 1, 4], [100.0, 0.0, 50.0]) == pytest.approx(4 ** 1.9)   # order-free
-    assert math.isnan(ri.saturation_d_head([1, 2, 4], [10.0, 10.0, 10.0]))
-    assert ri.saturation_d_head([1, 2, 4], [0.0, 9.6, 10.0]) == pytest.approx(2 ** (9.5 / 9.6))
-    assert ri.saturation_d_head([1, 2, 4], [0.0, 9.5, 10.0]) == pytest.approx(2.0)
+def test_saturation_d_head_uses_the_last_point_as_reference_and_reports_the_edges():
+    point = ri.saturation_d_head([1, 4, 16], [0.0, 50.0, 100.0])
+    assert point.status == "inside" and point.value == pytest.approx(4 ** 1.9)
+    assert ri.saturation_d_head([1, 2, 4], [0.0, 9.6, 10.0]).value == pytest.approx(2 ** (9.5 / 9.6))
+    flat = ri.saturation_d_head([1, 2, 4], [10.0, 10.0, 10.0])
+    assert (flat.status, flat.value) == ("at_first", 1.0), "saturated at the first point (was NaN before the merge)"
 
 
 def test_layouts_weight_scales_and_trials():
@@ -120,13 +120,8 @@ def test_layouts_weight_scales_and_trials():
     assert ri.weight_std("raw", 64) == pytest.approx(8)
     with pytest.raises(ValueError):
         ri.weight_std("huge", 64)
-    assert ri.trials_for(64, 48) == 48 and ri.trials_for(512, 48) == 6 and ri.trials_for(4096, 48) == 4
-
-
-def test_verdict_uses_the_standard_error_margin():
-    assert ri.verdict(0.60, 0.01, 0.632) == "below"
-    assert ri.verdict(0.62, 0.01, 0.632) == "at"
-    assert ri.verdict(0.70, 0.01, 0.632) == "above"
+    assert seeding.trials_for(64, 48) == 48 and seeding.trials_for(512, 48) == 6 and seeding.trials_for(4096, 48) == 4
+    assert [seeding.trials_for(n, 5, reference_n=256, minimum=5) for n in (64, 256, 1024)] == [20, 5, 5]  # chapter 02's rule
 
 
 def test_sweeps_cache_their_points_and_respond_to_parameters(tmp_path, monkeypatch):

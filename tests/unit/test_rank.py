@@ -75,14 +75,60 @@ def test_effective_and_stable_rank_closed_forms():
     assert float(rank.effective_rank(np.zeros((3, 3)))) == 0.0
 
 
-def test_all_ranks_agrees_with_individual_measures():
+def numpy_measures(a: np.ndarray, rtols) -> dict:
+    """Independent reference for every measure of one matrix: numpy SVD, numpy argmax, the formulas written out."""
+    sigma = np.linalg.svd(a, compute_uv=False)
+    p = sigma / sigma.sum()
+    out = {f"numerical@{t:.0e}": float((sigma > t * sigma[0]).sum()) for t in rtols}
+    out["hardmax"] = float(len(set(a.argmax(-1).tolist())))
+    out["effective"] = float(np.exp(-(p[p > 0] * np.log(p[p > 0])).sum()))
+    out["stable"] = float((sigma**2).sum() / sigma[0] ** 2)
+    return out
+
+
+@pytest.mark.parametrize("wanted", [rank.MEASURES, ("hardmax",), ("numerical",), ("stable", "numerical"),
+                                    ("numerical", "hardmax")])
+@pytest.mark.parametrize("rtols", [(1e-3,), (1e-2, 1e-8)])
+def test_measures_match_numpy_for_every_subset_and_tolerance(wanted, rtols):
     rng = np.random.default_rng(3)
-    a = torch.softmax(torch.as_tensor(rng.standard_normal((4, 16, 16))), -1)
-    together = rank.all_ranks(a, rtol=1e-3)
-    assert torch.equal(together["numerical"].long(), rank.numerical_rank(a, rtol=1e-3))
-    assert torch.equal(together["hardmax"].long(), rank.hardmax_rank(a))
-    assert torch.allclose(together["effective"], rank.effective_rank(a))
-    assert torch.allclose(together["stable"], rank.stable_rank(a))
+    a = torch.softmax(torch.as_tensor(rng.standard_normal((4, 16, 16)) * 3), -1).numpy()
+    values = rank.measures(a, wanted, rtols)
+    assert list(values) == list(rank.labels(wanted, rtols))
+    for i in range(a.shape[0]):
+        expected = numpy_measures(a[i], rtols)
+        for key, value in values.items():
+            assert value.dtype == torch.float64 and float(value[i]) == pytest.approx(expected[key]), key
+
+
+def test_labels_have_one_format():
+    assert rank.label("numerical", 1e-3) == "numerical@1e-03" and rank.label("numerical", 0.001) == "numerical@1e-03"
+    assert rank.labels(("hardmax", "numerical"), (1e-2, 1e-8)) == ("hardmax", "numerical@1e-02", "numerical@1e-08")
+    assert rank.title("numerical@1e-03") == "numerical rank, rtol 1e-03" and rank.title("stable") == "stable rank"
+    with pytest.raises(ValueError, match="measure"):
+        rank.label("nuclear")
+    with pytest.raises(ValueError, match="rtol"):
+        rank.label("numerical")
+    with pytest.raises(ValueError, match="rtols"):
+        rank.measures(np.eye(3), ("numerical",), (0.0,))
+
+
+def test_hardmax_matrix_measures_equal_an_svd_of_the_one_hot_matrix():
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((6, 12, 12)) * np.linspace(0.1, 3, 12)    # unequal key scales: repeated winners
+    one_hot = np.zeros_like(logits)
+    np.put_along_axis(one_hot, logits.argmax(-1)[..., None], 1.0, axis=-1)
+    fast = rank.hardmax_matrix_measures(logits, rank.MEASURES, (1e-2, 1e-3))
+    slow = rank.measures(one_hot, rank.MEASURES, (1e-2, 1e-3))
+    for key in slow:
+        assert torch.allclose(fast[key], slow[key]), key
+    assert torch.equal(rank.argmax_counts(logits).sum(-1), torch.full((6,), 12))
+
+
+def test_all_ranks_keeps_bare_names_for_chapter_03():
+    a = torch.softmax(torch.randn(3, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64), -1)
+    old = rank.all_ranks(a, rtol=1e-3)
+    new = rank.measures(a, rank.MEASURES, (1e-3,))
+    assert torch.equal(old["numerical"], new["numerical@1e-03"]) and torch.equal(old["stable"], new["stable"])
 
 
 def test_singular_values_are_float64_even_for_float32_input():
@@ -164,3 +210,14 @@ def test_threaded_batches_match_one_at_a_time_and_keep_the_thread_setting():
         torch.set_num_threads(saved)
     assert torch.equal(batched_sigma, torch.stack([torch.linalg.svdvals(m) for m in probs]))
     assert torch.equal(batched_rank, torch.stack([rank.numerical_rank(m) for m in probs]))
+
+
+
+@pytest.mark.parametrize("rtol", [1e-3, 1e-6])
+def test_numerical_rank_is_the_svd_count_at_every_scale_from_1e_minus_200_to_1e200(rtol):
+    """Entries ~1e-156 make A A^T subnormal (the Gram route lost eigenvalues there); ~1e155 overflow it."""
+    rng = np.random.default_rng(8)
+    base = rng.standard_normal((12, 10, 14)) @ np.diag(np.logspace(0, -9, 14))   # graded spectra
+    for exponent in range(-200, 201, 2):
+        a = base * 10.0**exponent
+        assert rank.numerical_rank(a, rtol).tolist() == numpy_svd_count(a, rtol=rtol).tolist(), exponent

@@ -51,7 +51,7 @@ def test_sigkill_halfway_then_resume(tmp_path):
         assert proc.poll() is None, proc.stderr.read().decode()
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.communicate()                      # waits and closes the pipes (an unclosed pipe is a ResourceWarning)
     assert proc.returncode == -signal.SIGKILL
     done = stored_points(cache_dir)
     assert TOTAL // 2 <= len(done) < TOTAL

@@ -1,0 +1,108 @@
+"""Numbers and verdicts in plain English, for the sentences a chapter glues into its prose.
+
+    number(0.000123)              "0.000123"     (significant digits, never e-notation)
+    number(12.0)                  "12"           (integers as integers)
+    plural(1, "seed")             "1 seed";   plural(3, "seed") -> "3 seeds";   plural(2, "axis", "axes") -> "2 axes"
+    count_of(3, 12, "condition")  "3 of 12 conditions"
+    join(["a", "b", "c"])         "a, b and c";   join([]) -> "none"
+    span(0.41, 0.63)              "from 0.41 to 0.63";   span(2, 2) -> "2"
+    signed(-1.5, "standard error", above="above", below="below")   "1.5 standard errors below"
+"""
+
+import math
+
+from .errors import ArgumentError
+
+NONE = "none"
+NOT_AVAILABLE = "n/a"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def number(value, digits: int = 3) -> str:
+    """`value` with `digits` significant digits in positional notation; integers (and whole floats) without decimals.
+
+    Trailing zeros after the decimal point are dropped ("0.5", not "0.500"); NaN or None give "n/a".
+    """
+    if digits < 1:
+        raise ArgumentError("digits", digits, "an integer >= 1")
+    if _missing(value):
+        return NOT_AVAILABLE
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, bool):
+        raise ArgumentError("value", value, "a number (not a bool)")
+    if isinstance(value, int):
+        return str(value)
+    value = float(value)
+    if math.isinf(value):
+        return "infinite" if value > 0 else "minus infinite"
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{round(value, decimals):.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def plural(count, noun: str, plural_form: str | None = None, digits: int = 3) -> str:
+    """"1 seed", "3 seeds", "0 seeds", "1.5 seeds"; `plural_form` for irregular nouns."""
+    form = noun if count == 1 else (plural_form or noun + "s")
+    return f"{number(count, digits)} {form}"
+
+
+def count_of(count: int, total: int, noun: str, plural_form: str | None = None) -> str:
+    """"3 of 12 conditions", "1 of 1 condition", "0 of 4 seeds" (the noun agrees with the total)."""
+    if not 0 <= count <= total:
+        raise ArgumentError("count", count, f"an integer from 0 to total ({total})")
+    form = noun if total == 1 else (plural_form or noun + "s")
+    return f"{count} of {total} {form}"
+
+
+def join(items, conjunction: str = "and", empty: str = NONE, separator: str = ", ") -> str:
+    """"a", "a and b", "a, b and c"; `empty` (default "none") for no items. Use separator="; " for items with commas."""
+    items = [str(item) for item in items]
+    if not items:
+        return empty
+    if len(items) == 1:
+        return items[0]
+    return f"{separator.join(items[:-1])} {conjunction} {items[-1]}"
+
+
+def span(low, high, digits: int = 3, unit: str = "") -> str:
+    """"from 0.41 to 0.63" (the two ends in order), "0.5" when they agree at this precision, "n/a" when missing."""
+    if _missing(low) or _missing(high):
+        return NOT_AVAILABLE
+    low, high = sorted((low, high))
+    suffix = f" {unit}" if unit else ""
+    a, b = number(low, digits), number(high, digits)
+    return f"{a}{suffix}" if a == b else f"from {a}{suffix} to {b}{suffix}"
+
+
+def signed(value, unit: str, above: str = "above", below: str = "below", digits: int = 2,
+           plural_form: str | None = None) -> str:
+    """A signed distance in words, never a negative magnitude: "1.5 standard errors below", "0.2 n above".
+
+    `unit` is a noun ("standard error") made plural as needed, or a symbol ("n") left as it is when it is one
+    character long. Zero reads "exactly at".
+    """
+    if _missing(value):
+        return NOT_AVAILABLE
+    value = float(value)
+    if number(abs(value), digits) == "0":
+        return "exactly at"
+    side = above if value > 0 else below
+    magnitude = abs(value)
+    if len(unit) <= 1:
+        return f"{number(magnitude, digits)} {unit} {side}".replace("  ", " ")
+    return f"{plural(magnitude, unit, plural_form, digits)} {side}"
+
+
+def percent(share, digits: int = 2) -> str:
+    """A share in [0, 1] as a percentage: 0.953 -> "95 %" (digits significant digits, book style with a space)."""
+    if _missing(share):
+        return NOT_AVAILABLE
+    return f"{number(100 * float(share), digits)} %"

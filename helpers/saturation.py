@@ -1,0 +1,184 @@
+"""Saturation: the smallest x (a head dimension d_h, say) at which a rising curve y(x) reaches its plateau.
+
+One definition for the whole book:
+
+    target = baseline + level * (reference - baseline)        (or reference - within, for an absolute margin)
+    saturation = the smallest x with y(x) >= target, interpolated between the grid points around the first crossing
+
+    reference  "last": y at the largest x (the grid's own plateau; a curve that keeps creeping up saturates later
+                       on a longer grid), "max": the largest y, or a number (a plateau known in advance, e.g. n)
+    baseline   0.0, "first" (y at the smallest x: "level of the rise over the grid") or a number (a floor such as
+               a position-only accuracy)
+    level      the share of the rise that counts as saturated (0.95 unless a chapter says otherwise)
+    within     instead of level: saturated once y is within this absolute distance of the reference
+    interpolate "log" (linear in log x, for d_h grids in powers of two), "linear", or "none" (the grid point itself)
+
+A falling quantity (a loss) is passed as -y. Edges are explicit in `Saturation.status`:
+
+    INSIDE       the curve crosses the target on the grid; `value` is the (interpolated) crossing
+    AT_FIRST     y at the smallest x already reaches the target: `value` is x[0], an upper bound ("at or below x[0]")
+    NOT_REACHED  no grid point reaches the target (only possible with a numeric reference): `value` is NaN and the
+                 saturation lies beyond x[-1]
+    FLAT         the curve has nothing to saturate (reference <= baseline with `level`, or a NaN in y): `value` is NaN
+
+Chapter 03's knee "first d_h at which rank / plateau reaches `level`" is
+`saturation_point(d, rank, reference=plateau, level=level)`; "first d_h within eps of the plateau" is
+`saturation_point(d, rank, reference=plateau, within=eps)`.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .errors import ArgumentError
+
+INSIDE, AT_FIRST, NOT_REACHED, FLAT = "inside", "at_first", "not_reached", "flat"
+STATUSES = (INSIDE, AT_FIRST, NOT_REACHED, FLAT)
+LEVEL = 0.95
+INTERPOLATIONS = ("log", "linear", "none")
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """Where a curve saturates: `value` (see the module docstring for its meaning per `status`) and the grid ends."""
+
+    value: float
+    status: str
+    x_first: float
+    x_last: float
+
+    def describe(self, name: str = "d_h", digits: int = 2) -> str:
+        """The saturation point in words, e.g. "d_h ≈ 3.2", "d_h ≤ 1 (saturated at the smallest d_h)"."""
+        from .english import number
+
+        if self.status == INSIDE:
+            return f"{name} ≈ {number(self.value, digits)}"
+        if self.status == AT_FIRST:
+            return f"{name} ≤ {number(self.x_first, digits)} (saturated at the smallest {name})"
+        if self.status == NOT_REACHED:
+            return f"{name} > {number(self.x_last, digits)} (not reached on the grid)"
+        return "undefined (the curve does not rise)"
+
+
+Reference = str | float | Callable[[np.ndarray, np.ndarray], float]
+
+
+def _resolve(kind, x: np.ndarray, y: np.ndarray, name: str, named: dict) -> float:
+    if callable(kind):
+        return float(kind(x, y))
+    if isinstance(kind, str):
+        if kind not in named:
+            raise ArgumentError(name, kind, f"one of {sorted(named)}, a number or a function (x, y) -> number")
+        return float(named[kind])
+    return float(kind)
+
+
+def _check(level, within, interpolate) -> float | None:
+    if interpolate not in INTERPOLATIONS:
+        raise ArgumentError("interpolate", interpolate, f"one of {list(INTERPOLATIONS)}")
+    if within is not None and level is not None:
+        raise ArgumentError("within", within, "None when level is given (give one of level and within)")
+    if within is not None:
+        if not within >= 0:
+            raise ArgumentError("within", within, "a number >= 0")
+        return None
+    level = LEVEL if level is None else level
+    if not 0 < level <= 1:
+        raise ArgumentError("level", level, "a number in (0, 1]")
+    return level
+
+
+def saturation_point(x, y, *, reference: Reference = "last", level: float | None = None,
+                     within: float | None = None, baseline: Reference = 0.0,
+                     interpolate: str = "log") -> Saturation:
+    """The saturation point of the curve `y` `(k,)` over the grid `x` `(k,)` (any order; sorted here).
+
+    See the module docstring for the rule, the options and the four statuses.
+    """
+    level = _check(level, within, interpolate)
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.size < 1:
+        raise ArgumentError("x, y", (x.shape, y.shape), "two 1-D arrays of the same non-zero length")
+    if interpolate == "log" and not (x > 0).all():
+        raise ArgumentError("x", x.tolist(), 'positive grid values for interpolate="log"')
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if not np.isfinite(y).all():
+        return Saturation(math.nan, FLAT, float(x[0]), float(x[-1]))
+    top = _resolve(reference, x, y, "reference", {"last": y[-1], "max": y.max()})
+    if within is not None:                        # an absolute margin: the baseline plays no part
+        target = top - within
+    else:
+        floor = _resolve(baseline, x, y, "baseline", {"first": y[0]})
+        if not top > floor:
+            return Saturation(math.nan, FLAT, float(x[0]), float(x[-1]))
+        target = floor + level * (top - floor)
+    reached = np.nonzero(y >= target)[0]
+    if reached.size == 0:
+        return Saturation(math.nan, NOT_REACHED, float(x[0]), float(x[-1]))
+    first = int(reached[0])
+    if first == 0:
+        return Saturation(float(x[0]), AT_FIRST, float(x[0]), float(x[-1]))
+    lo, hi = first - 1, first
+    share = (target - y[lo]) / (y[hi] - y[lo])  # in (0, 1]: y[lo] < target <= y[hi]
+    if interpolate == "none":
+        value = x[hi]
+    elif interpolate == "log":
+        value = math.exp(math.log(x[lo]) + share * (math.log(x[hi]) - math.log(x[lo])))
+    else:
+        value = x[lo] + share * (x[hi] - x[lo])
+    return Saturation(float(value), INSIDE, float(x[0]), float(x[-1]))
+
+
+@dataclass(frozen=True)
+class SaturationInterval:
+    """A saturation point of the mean curve and a bootstrap interval over replicates (seeds, trials).
+
+    `low`/`high` are NaN when fewer than `1 - (1 - confidence) / 2` of the resamples have a defined saturation
+    (NOT_REACHED or FLAT), since the interval would then hide that part of the distribution; `defined` is that share.
+    """
+
+    point: Saturation
+    low: float
+    high: float
+    defined: float
+    resamples: int
+    confidence: float
+
+
+def bootstrap_saturation(x, samples, *, resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
+                         **rule) -> SaturationInterval:
+    """Saturation of the mean curve with a percentile bootstrap interval.
+
+    samples: a 2-D array `(replicates, k)` when every replicate (a seed) is measured at every x; replicates are then
+    resampled together (paired). Or a list of k 1-D arrays (replicates per x, e.g. independent trials), resampled
+    separately at each x. `rule`: the keyword options of `saturation_point` (a callable reference or baseline
+    sees the resampled mean curve).
+    """
+    if resamples < 1:
+        raise ArgumentError("resamples", resamples, "an integer >= 1")
+    if not 0 < confidence < 1:
+        raise ArgumentError("confidence", confidence, "a number in (0, 1)")
+    paired = isinstance(samples, np.ndarray) and samples.ndim == 2
+    columns = [np.asarray(s, dtype=np.float64) for s in (samples.T if paired else samples)]
+    if len(columns) != len(x) or any(c.size == 0 for c in columns):
+        raise ArgumentError("samples", f"{len(columns)} columns", f"{len(x)} non-empty columns, one per x")
+    point = saturation_point(x, [c.mean() for c in columns], **rule)
+    rng = np.random.default_rng(seed)
+    values = np.empty(resamples)
+    for b in range(resamples):
+        if paired:
+            pick = rng.integers(0, samples.shape[0], samples.shape[0])
+            means = samples[pick].mean(0)
+        else:
+            means = [c[rng.integers(0, c.size, c.size)].mean() for c in columns]
+        values[b] = saturation_point(x, means, **rule).value
+    defined = float(np.isfinite(values).mean())
+    low = high = math.nan
+    if defined >= 1 - (1 - confidence) / 2:
+        tail = 100 * (1 - confidence) / 2
+        low, high = (float(v) for v in np.nanpercentile(values, [tail, 100 - tail]))
+    return SaturationInterval(point, low, high, defined, resamples, confidence)

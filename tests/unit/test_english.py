@@ -1,0 +1,38 @@
+"""Sentences for verdicts: numbers without e-notation, plurals, lists, ranges, signed distances."""
+
+import math
+
+import pytest
+
+from helpers import english as en
+from helpers.errors import ArgumentError
+
+
+@pytest.mark.parametrize("value, digits, text", [
+    (0.000123456, 3, "0.000123"), (12.0, 3, "12"), (12, 3, "12"), (0.5, 3, "0.5"), (3.14159, 2, "3.1"),
+    (123456.7, 3, "123457"), (0.63212, 3, "0.632"), (-0.0001, 1, "-0.0001"), (1e-9, 2, "0.000000001"),
+    (2.5e12, 2, "2500000000000"), (-0.00001, 2, "-0.00001"), (0.0, 3, "0"), (float("nan"), 3, "n/a"), (None, 3, "n/a"),
+    (0.96, 1, "1"), (9.96, 2, "10")])
+def test_number_has_significant_digits_and_never_e_notation(value, digits, text):
+    assert en.number(value, digits) == text
+    assert "e" not in en.number(value, digits).replace("infinite", "")
+
+
+def test_plural_count_join_and_span():
+    assert [en.plural(k, "seed") for k in (0, 1, 2)] == ["0 seeds", "1 seed", "2 seeds"]
+    assert en.plural(2, "axis", "axes") == "2 axes"
+    assert en.count_of(3, 12, "condition") == "3 of 12 conditions" and en.count_of(1, 1, "seed") == "1 of 1 seed"
+    with pytest.raises(ArgumentError, match="count"):
+        en.count_of(5, 4, "seed")
+    assert [en.join(items) for items in ([], ["a"], ["a", "b"], ["a", "b", "c"])] == ["none", "a", "a and b", "a, b and c"]
+    assert en.join(["x, y", "z"], separator="; ", conjunction="or") == "x, y or z"
+    assert en.span(0.63, 0.41) == "from 0.41 to 0.63" and en.span(2.0001, 2.0) == "2" and en.span(None, 1) == "n/a"
+    assert en.span(1, 3, unit="n") == "from 1 n to 3 n"
+
+
+def test_signed_never_writes_a_negative_magnitude():
+    assert en.signed(-1.5, "standard error") == "1.5 standard errors below"
+    assert en.signed(1.0, "standard error") == "1 standard error above"
+    assert en.signed(0.2, "n") == "0.2 n above" and en.signed(0.0, "n") == "exactly at"
+    assert en.signed(-0.25, "n", above="more", below="less") == "0.25 n less"
+    assert en.percent(0.953) == "95 %" and en.percent(math.nan) == "n/a"
