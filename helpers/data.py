@@ -1,6 +1,6 @@
 """Datasets with a free sequence length n: synthetic tasks, and real data from installed packages (never downloaded).
 
-    data = load("reversal", n=32, seed=0)              # or "recall", "copy", "sorting", "high_rank",
+    data = load("reversal", n=32, seed=0)              # or "recall", "mq_recall", "qsa", "copy", "sorting", "high_rank",
                                                        #    "shakespeare", "proteins", "mnist", "digits"
     model = build_model(d_model=64, n_heads=4, **data.model_fields())
     data.train_x, data.train_y                         # tensors on the CPU
@@ -9,7 +9,9 @@ Shapes (N examples):
   token tasks   x: (N, n) int64,  y: (N, n) int64 per-position targets, -100 where there is nothing to predict
   image tasks   x: (N, 1, 28, 28) float32 in [0, 1],  y: (N,) int64 labels; the model's patch size sets n
 
-Token tasks: "recall" (associative recall, answer at the last position), "copy" (causal: tokens, a separator,
+Token tasks: "recall" (associative recall, answer at the last position), "mq_recall" (multi-query recall:
+ceil(n/2) key-value tokens, then a query for each of floor(n/2) keys), "qsa" (q-sparse averaging: each query
+token names q fixed positions and its target is the sum of the values there), "copy" (causal: tokens, a separator,
 then the same tokens again), "reversal", "sorting", "high_rank" (position i must output the token at
 position pi(i) for a fixed map pi whose one-hot pattern, `info["pattern"]` `(n, n)`, has rank `rank`; a
 permutation when rank = n), "shakespeare", "proteins" and "bbc" (BBC News articles; next-token windows, causal).
@@ -333,3 +335,136 @@ def load(name: str, n: int, seed: int = 0, n_train: int | None = None, n_test: i
     if name in TEXT:
         return char_stream(name, n, seed, **sizes)
     return images(name, n, **sizes)
+
+
+# ---- tasks whose attention need is known (chapter 5's phase diagram) ----
+#
+# Each task's targets are produced by one attention pattern A (rows: positions with a target, columns: keys)
+# applied to the input: `solving_pattern` builds A from the data and `pattern_hardmax_rank` gives its hardmax
+# rank in closed form (both tested against brute force on small n).
+
+def _mq_recall(n, count, gen, n_values=8):
+    """Multi-query associative recall: m = ceil(n/2) pairs, then n - m = floor(n/2) queries, each key asked once.
+
+    Positions 0..m-1 hold pair tokens `key * n_values + value` (every key 0..m-1 once, in random order, each
+    with a random value); positions m..n-1 hold query tokens `m * n_values + key`, one per key for the first
+    n - m keys of a random order. The target at a query is the value stored with its key, so the
+    solving head matches contents: query key -> the position of the pair with that key.
+    """
+    m = (n + 1) // 2
+    queries = n - m
+    pair_keys = torch.rand(count, m, generator=gen).argsort(dim=-1)          # (count, m) key at each pair slot
+    values = torch.randint(0, n_values, (count, m), generator=gen)          # value of each pair slot
+    asked = torch.rand(count, m, generator=gen).argsort(dim=-1)[:, :queries]  # (count, queries) keys asked
+    slot_of_key = pair_keys.argsort(dim=-1)                                 # (count, m) slot holding key k
+    x = torch.cat([pair_keys * n_values + values, m * n_values + asked], dim=1)
+    y = torch.full((count, n), IGNORE, dtype=torch.int64)
+    y[:, m:] = values.gather(1, slot_of_key.gather(1, asked))
+    return x, y, m * (n_values + 1), {"pairs": m, "n_values": n_values}
+
+
+def _lookup(n, count, gen):
+    """Key lookup (associative recall whose values are the slots): m = ceil(n/2) slots hold the keys 0..m-1 in
+    random order, then floor(n/2) queries `m + key` ask distinct keys; the target is the slot of the asked key,
+    a class in 0..m-1. The solving head matches contents, as in mq_recall, and its value path carries the slot."""
+    m = (n + 1) // 2
+    slot_keys = torch.rand(count, m, generator=gen).argsort(dim=-1)          # (count, m) key in each slot
+    asked = torch.rand(count, m, generator=gen).argsort(dim=-1)[:, :n - m]  # (count, n - m)
+    x = torch.cat([slot_keys, m + asked], dim=1)
+    y = torch.full((count, n), IGNORE, dtype=torch.int64)
+    y[:, m:] = slot_keys.argsort(dim=-1).gather(1, asked)
+    return x, y, 2 * m, {"pairs": m}
+
+
+def qsa_sets(n: int, q: int, pattern_seed: int = 0, n_sets: int | None = None) -> torch.Tensor:
+    """The fixed sets of q-sparse averaging: row t lists the q data positions that query token t names.
+
+    `(n_sets, q)` int64 (n_sets defaults to floor(n/2)): every row holds q distinct positions of the ceil(n/2)
+    data positions, drawn once per (n, q, pattern_seed, n_sets).
+    """
+    m = (n + 1) // 2
+    _check_int("q", q, 1, m)
+    n_sets = n - m if n_sets is None else n_sets
+    _check_int("n_sets", n_sets, 1)
+    gen = torch_generator(derive_seed(pattern_seed, "qsa", n, q, n_sets))
+    return torch.rand(n_sets, m, generator=gen).argsort(dim=-1)[:, :q].sort(dim=-1).values
+
+
+def _qsa(n, count, gen, q=2, n_values=4, pattern_seed=0, n_sets=None):
+    """q-sparse averaging: m = ceil(n/2) value tokens, then floor(n/2) query tokens. Query token t names the q
+    positions `qsa_sets(n, q, pattern_seed, n_sets)[t]` and its target is the sum (q times the average) of the
+    values there, a class in 0..q (n_values - 1). Query tokens are `n_values + t`; the floor(n/2) query
+    positions hold the tokens 0..n_sets-1 repeated in turn (every set asked at least once when n_sets <= floor(n/2)),
+    in random order."""
+    m = (n + 1) // 2
+    sets = qsa_sets(n, q, pattern_seed, n_sets)                            # (n_sets, q)
+    values = torch.randint(0, n_values, (count, m), generator=gen)         # (count, m)
+    order = torch.rand(count, n - m, generator=gen).argsort(dim=-1)        # (count, n - m)
+    asked = order % len(sets)                                              # (count, n - m) query tokens
+    named = sets[asked]                                                    # (count, n - m, q) positions
+    sums = values.gather(1, named.reshape(count, -1)).reshape(count, n - m, q).sum(-1)
+    x = torch.cat([values, n_values + asked], dim=1)
+    y = torch.full((count, n), IGNORE, dtype=torch.int64)
+    y[:, m:] = sums
+    vocab = max(n_values + len(sets), q * (n_values - 1) + 1)
+    return x, y, vocab, {"q": q, "n_values": n_values, "sets": sets}
+
+
+_SYNTH.update({"mq_recall": _mq_recall, "lookup": _lookup, "qsa": _qsa})
+SYNTHETIC = SYNTHETIC + ("mq_recall", "lookup", "qsa")
+NAMES = SYNTHETIC + TEXT + IMAGES
+PATTERN_TASKS = ("copy", "reversal", "high_rank", "mq_recall", "lookup", "qsa")
+
+
+def solving_pattern(data: TaskData, split: str = "test") -> torch.Tensor:
+    """The attention pattern that solves `data`'s task on each example of a split: `(N, n, n)` float.
+
+    Row i (a query position with a target) holds the weights on the keys whose values give its target: one 1
+    for copy (key i - ceil(n/2)), reversal (key n-1-i), high_rank (key pi(i)), mq_recall and lookup (the
+    slot of the asked key); 1/q on each of the q named positions for qsa. Rows without a target are zero.
+    """
+    if data.name not in PATTERN_TASKS:
+        raise ArgumentError("data.name", data.name, f"one of {list(PATTERN_TASKS)}")
+    x = data.test_x if split == "test" else data.train_x
+    count, n = x.shape
+    pattern = torch.zeros(count, n, n)
+    rows = torch.arange(n)
+    if data.name == "copy":
+        m = (n + 1) // 2
+        pattern[:, rows[m:], rows[m:] - m] = 1.0
+    elif data.name == "reversal":
+        pattern[:, rows, n - 1 - rows] = 1.0
+    elif data.name == "high_rank":
+        pattern[:, rows, data.info["map"]] = 1.0
+    elif data.name in ("mq_recall", "lookup"):
+        m, v = (n + 1) // 2, data.info.get("n_values", 1)
+        slot_of_key = (x[:, :m] // v).argsort(dim=-1)                      # (N, m)
+        asked = x[:, m:] - m * v                                           # (N, n - m)
+        pattern[torch.arange(count)[:, None], rows[m:], slot_of_key.gather(1, asked)] = 1.0
+    else:  # qsa
+        m, q = (n + 1) // 2, data.info["q"]
+        named = data.info["sets"][x[:, m:] - data.info["n_values"]]        # (N, n - m, q)
+        batch = torch.arange(count)[:, None, None]
+        pattern[batch, rows[m:][None, :, None], named] = 1.0 / q
+    return pattern
+
+
+def pattern_hardmax_rank(name: str, n: int, **options) -> int:
+    """Hardmax rank of `solving_pattern` on its target rows (ties to the lowest key, as `rank.hardmax_rank`).
+
+    copy, mq_recall, lookup: floor(n/2) (every target row picks its own key); reversal n; high_rank its `rank` (n by
+    default); qsa the number of distinct first positions min(S_t) over the sets its query tokens ask (each
+    asked in every example), which depends on the drawn sets.
+    """
+    if name not in PATTERN_TASKS:
+        raise ArgumentError("name", name, f"one of {list(PATTERN_TASKS)}")
+    _check_int("n", n, 3)
+    if name in ("copy", "mq_recall", "lookup"):
+        return n // 2
+    if name == "reversal":
+        return n
+    if name == "high_rank":
+        return options.get("rank") or n
+    sets = qsa_sets(n, options.get("q", 2), options.get("pattern_seed", 0), options.get("n_sets"))
+    asked = sets[: n // 2]  # the sets some query position asks (all of them unless n_sets > floor(n/2))
+    return len(set(asked[:, 0].tolist()))

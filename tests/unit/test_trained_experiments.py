@@ -1,4 +1,5 @@
-"""helpers.experiments.ch05_trained_synthetic: one tiny training point, its caching, and the summaries built on it."""
+"""Chapter 5 (helpers.experiments.ch05_trained_synthetic): every verdict rule on constructed per-model rows, the
+search's order, the quality rule, and one real training of a tiny cell."""
 
 import math
 
@@ -6,102 +7,176 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.cache import ResultStore
-from helpers.experiments import run_sweep, ch05_trained_synthetic
+from helpers import scaling
+from helpers.experiments import ch05_trained_synthetic as chapter
+from helpers.experiments import ch05_training as training
 
-TINY = dict(n=12, d_head=2, d_model=16, n_heads=2, n_layers=1, steps=2)
-
-
-@pytest.fixture(scope="module")
-def tiny_rows():
-    return ch05_trained_synthetic.train_point("copy", seed=0, **TINY)
+GRID = list(range(1, 65))
 
 
-def frame(rows, task="copy", seed=0, **config):
-    config = {**TINY, **config}
-    return pd.DataFrame([{"task": task, **config, "seed": seed, **row} for row in rows])
+def params(**over):
+    return {"SEED": 0, "TASKS": ["copy"], "N_VALUES": [16, 64, 256], "D_QK": GRID, "N_SEEDS": 3, "STEPS": 100,
+            "EVAL_EVERY": 10, "PATIENCE": 3, "TOLERANCE": 0.005, "D_MODEL": 64, "D_VALUE": 8, **over}
 
 
-def test_point_returns_plain_rows_with_every_metric(tiny_rows):
-    assert all(set(row) == {"step", "metric", "value", "layer", "head"} for row in tiny_rows)
-    assert all(isinstance(row["value"], float) and isinstance(row["layer"], int) for row in tiny_rows)
-    metrics = {row["metric"] for row in tiny_rows}
-    assert {f"rank_{m}" for m in ch05_trained_synthetic.RANK_MEASURES} <= metrics
-    assert {"test_loss", "test_accuracy", "chance_loss", "baseline_accuracy"} <= metrics
-    steps = {row["step"] for row in tiny_rows if row["metric"] == "rank_hardmax"}
-    assert {0, TINY["steps"]} <= steps, "rank at initialization and after training"
-    heads = {(row["layer"], row["head"]) for row in tiny_rows if row["metric"] == "rank_numerical"}
-    assert heads == {(0, 0), (0, 1)}
+def rows(task, n_to_star, seeds=(0, 1, 2), grid=GRID, low=0.3, jitter=None, top_accuracy=1.0, converged=True):
+    """Per-model rows whose accuracy is `top_accuracy` from d_qk = star(n) on and `low` below it."""
+    out = []
+    for n, star in n_to_star.items():
+        for d in grid:
+            for s in seeds:
+                star_s = star if jitter is None else jitter(n, s)
+                acc = top_accuracy if d >= star_s else low
+                out.append({"task": task, "n": n, "d_qk": d, "model_seed": s, "data_seed": 0, "test_loss": 1 - acc,
+                            "test_accuracy": acc, "converged": converged, "diverged": False, "stop_step": 50,
+                            "hardmax_rank": [min(n, d) * 0.5], "numerical_rank": [min(n, 2 * d) * 0.6],
+                            "hardmax_rank_targets": [min(n, d) * 0.4]})
+    return pd.DataFrame(out)
 
 
-def test_ranks_are_within_one_and_n(tiny_rows):
-    n = TINY["n"]
-    for row in tiny_rows:
-        if row["metric"].startswith("rank_"):
-            assert 1.0 <= row["value"] <= n, row
+def judged(frame, **over):
+    return chapter.judge(params(**over), frame, replicates=50)
 
 
-def test_same_seed_same_numbers_other_seed_other_numbers(tiny_rows):
-    again = ch05_trained_synthetic.train_point("copy", seed=0, **TINY)
-    assert again == tiny_rows
-    other = ch05_trained_synthetic.train_point("copy", seed=1, **TINY)
-    assert [r["value"] for r in other] != [r["value"] for r in tiny_rows]
+@pytest.mark.parametrize("truth, answer", [
+    (lambda n: round(2 + 3 * math.log(n)), "log"),
+    (lambda n: n // 4, "linear"),
+    (lambda n: round(math.sqrt(n)), "sqrt"),
+])
+def test_each_scaling_answer_on_exact_curves(truth, answer):
+    n_values = [16, 64, 256] if answer != "linear" else [16, 32, 64, 128]
+    grid = list(range(1, 257))
+    frame = rows("copy", {n: truth(n) for n in n_values}, grid=grid)
+    result = judged(frame, N_VALUES=n_values, D_QK=grid, D_MODEL=256)
+    cells = result.cells.set_index("n")
+    assert [cells.loc[n, "d_star"] for n in n_values] == [truth(n) for n in n_values]
+    assert (cells.d_star_low == cells.d_star).all() and (cells.d_star_high == cells.d_star).all()  # seeds agree
+    verdict = result.verdicts["copy"]
+    assert verdict.answer == answer, verdict.sentence
+    assert "untestable" not in verdict.sentence
 
 
-def test_reference_levels(tiny_rows):
-    chance = next(r["value"] for r in tiny_rows if r["metric"] == "chance_loss")
-    assert chance == pytest.approx(math.log(17))  # 16 tokens and the separator
-    base = next(r["value"] for r in tiny_rows if r["metric"] == "baseline_accuracy")
-    assert 0.0 <= base <= 0.5
+def test_a_constant_width_is_logarithmic_with_a_zero_slope():
+    verdict = judged(rows("copy", {16: 4, 64: 4, 256: 4})).verdicts["copy"]
+    assert verdict.answer == "log" and "does not grow with n from 16 to 256" in verdict.sentence
+    growing = judged(rows("copy", {16: 8, 64: 12, 256: 16})).verdicts["copy"]
+    assert growing.answer == "log" and "does not grow" not in growing.sentence
 
 
-def test_sorting_baseline_beats_chance():
-    data, _ = ch05_trained_synthetic.build("sorting", 32, 2, 16, 1, 1, seed=0)
-    assert ch05_trained_synthetic.position_baseline(data) > 2 / 16, "sorted outputs are predictable from the position"
+def test_full_rank_answer_when_every_n_needs_the_largest_width():
+    frame = rows("copy", {16: 64, 64: 64, 256: 64})
+    assert judged(frame).verdicts["copy"].answer == "full"
 
 
-def test_point_is_cached_through_run_sweep(tmp_path):
-    store = ResultStore(tmp_path)
-    configs = [{"task": "sorting", **TINY}]
-    first = run_sweep(ch05_trained_synthetic.EXPERIMENT, ch05_trained_synthetic.train_point, configs, [0], store=store, progress=False)
-    assert len(list((tmp_path / ch05_trained_synthetic.EXPERIMENT).glob("*.json"))) == 1
-    second = run_sweep(ch05_trained_synthetic.EXPERIMENT, ch05_trained_synthetic.train_point, configs, [0], store=store, progress=False)
-    pd.testing.assert_frame_equal(first, second, check_like=True)
+def test_untestable_with_fewer_than_three_seeds():
+    frame = rows("copy", {16: 4, 64: 6, 256: 8}, seeds=(0, 1))
+    verdict = judged(frame, N_SEEDS=2).verdicts["copy"]
+    assert verdict.answer == "untestable" and "at least 3 needed" in verdict.sentence
 
 
-def test_summaries(tiny_rows):
-    df = pd.concat([frame(tiny_rows), frame(tiny_rows, d_head=4)], ignore_index=True)
-    summary = ch05_trained_synthetic.summarise(df)
-    assert len(summary) == 2
-    for m in ch05_trained_synthetic.RANK_MEASURES:
-        assert (summary[f"{m}_final_max"] >= summary[f"{m}_final"] - 1e-12).all()
-        assert np.allclose(summary[f"{m}_change"], (summary[f"{m}_final"] - summary[f"{m}_init"]) / summary.n)
-    table = ch05_trained_synthetic.saturation_table(summary)
-    assert set(table.rank_saturation_d_head) <= {2.0, 4.0}
-    traj = ch05_trained_synthetic.rank_trajectories(df)
-    assert traj.rank_over_n.between(0, 1).all()
-    heads = ch05_trained_synthetic.per_head_final(df)
-    assert set(heads.step) == {TINY["steps"]}
+def test_untestable_when_cells_miss_the_quality_bar():
+    good = rows("copy", {16: 4, 64: 6})
+    bad = rows("copy", {256: 8}, top_accuracy=0.9)
+    result = judged(pd.concat([good, bad], ignore_index=True))
+    cells = result.cells.set_index("n")
+    assert not cells.loc[256, "usable"] and "0.99" in cells.loc[256, "reason"]
+    assert result.verdicts["copy"].answer == "untestable"
+    assert result.numbers["ch5_cells_excluded"][0] == 1
+    assert result.numbers["ch5_models_in_excluded"][0] == len(bad)
 
 
-def test_saturation_d_head():
-    sat = ch05_trained_synthetic._saturation
-    assert sat([1, 2, 4, 8], [1.0, 5.0, 9.6, 10.0], 0.0) == 4
-    assert sat([8, 1, 4, 2], [10.0, 1.0, 9.6, 5.0], 0.0) == 4, "order of the sweep does not matter"
-    assert sat([1, 2], [0.3, 0.5], 0.3) == 2
-    assert math.isnan(sat([1, 2], [0.2, 0.2], 0.3))
+def test_not_converged_models_are_excluded_and_counted():
+    frame = rows("copy", {16: 4, 64: 6, 256: 8})
+    frame.loc[(frame.n == 256) & (frame.d_qk == 64), "converged"] = False
+    result = judged(frame)
+    assert not result.cells.set_index("n").loc[256, "usable"]
+    assert result.numbers["ch5_not_converged"][0] == 3
 
 
-def test_ablation_configs_vary_one_knob_at_a_time():
-    base = {"d_model": 32, "n_heads": 2, "n_layers": 1}
-    labelled = ch05_trained_synthetic.ablation_configs(["copy"], 16, 4, base, [16, 32], [1, 2], [1, 4], steps=5)
-    assert len(labelled) == 6
-    for config in labelled:
-        changed = [k for k in base if config[k] != base[k]]
-        assert len(changed) <= 1
-    assert {c["n_layers"] for c in labelled if c["factor"] == "layers"} == {1, 4}
+def test_untestable_when_forms_cannot_be_told_apart():
+    fit = scaling.BootstrapForms(point=scaling.fit_forms([16, 64, 256], [4, 6, 9]), coefficient_ci={
+        f: {k: (0.0, 1.0) for k in scaling.fit_form(f, [16, 64, 256], [4, 6, 9]).coefficients} for f in scaling.FORMS},
+        loss_ci={f: (0.0, 1.0) for f in scaling.FORMS}, best="log", indistinguishable=("log", "linear"), replicates=10)
+    cells = pd.DataFrame({"task": "copy", "n": [16, 64, 256], "usable": True, "d_star": [4.0, 6.0, 9.0]})
+    verdict = chapter.task_verdict("copy", cells, fit, 3, 64, 64)
+    assert verdict.answer == "untestable" and "cannot tell it apart from c n" in verdict.sentence
 
 
-def test_unknown_task_is_refused():
-    with pytest.raises(ValueError, match="task must be one of"):
-        ch05_trained_synthetic.build("nope", 16, 2, 16, 2, 1, seed=0)
+def test_noisy_seeds_widen_the_interval():
+    frame = rows("copy", {16: 4, 64: 8, 256: 16}, seeds=(0, 1, 2, 3), jitter=lambda n, s: {0: 2, 1: 4, 2: 8, 3: 30}[s])
+    cells = judged(frame).cells
+    assert (cells.d_star_low < cells.d_star_high).all()
+    # the point estimate reads the seed mean: only the widest seed keeps it below 95 % before d_qk = 30
+    assert (cells.d_star == 30).all()
+
+
+def test_heads_above_the_ceiling_are_counted_from_the_rows():
+    frame = rows("copy", {16: 4, 64: 6, 256: 8})
+    frame["hardmax_rank"] = [[0.7 * n] if d == 64 else [1.0] for n, d in zip(frame.n, frame.d_qk)]
+    result = judged(frame)
+    assert len(result.above_ceiling) == 3 * 3  # three seeds at d_qk = 64, three n
+    assert result.numbers["ch5_heads_above_hardmax"][0] == 9
+
+
+def test_search_order_top_first_then_coarse_then_refine():
+    grid = [1, 2, 3, 4, 6, 8]
+    assert chapter.next_points(grid, {}, set(), None) == [8]
+    assert chapter.next_points(grid, {8: 0.5}, {8}, False) == []                 # missed the bar: stop
+    assert chapter.next_points(grid, {8: 1.0}, {8}, True) == [1, 2, 4]
+    assert chapter.next_points(grid, {1: 0.1, 2: 0.2, 4: 0.5, 8: 1.0}, {1, 2, 4, 8}, True) == [6]
+    assert chapter.next_points(grid, {1: 0.1, 2: 0.2, 4: 0.5, 6: 0.99, 8: 1.0}, {1, 2, 4, 6, 8}, True) == []
+
+
+def test_a_width_without_enough_converged_seeds_is_never_trained_again():
+    grid = [1, 2, 3, 4, 6, 8]
+    # d_qk = 1 trained but no seed converged: it has no mean, and the search must not ask for it again
+    assert chapter.next_points(grid, {2: 1.0, 4: 1.0, 8: 1.0}, {1, 2, 4, 8}, True) == []
+
+
+def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
+    calls = []
+
+    def fake_point(task, n, d_qks, n_seeds, recipe, seed):
+        calls.append(tuple(d_qks))
+        return [{"d_qk": d, "model_seed": seed + i, "test_loss": 0.0, "test_accuracy": 1.0 if d >= 3 else 0.2,
+                 "converged": d != 1, "diverged": False, "stop_step": 10, "hardmax_rank": [1.0],
+                 "numerical_rank": [1.0], "hardmax_rank_targets": [1.0]} for d in d_qks for i in range(n_seeds)]
+
+    monkeypatch.setattr(chapter, "cell_point", fake_point)
+    monkeypatch.setattr(chapter, "run_sweep", lambda name, point, configs, seeds, progress: pd.DataFrame(
+        [{**c, "seed": s, **row} for c in configs for s in seeds for row in point(**c, seed=s)]))
+    frame = chapter.phase_diagram(["copy"], [16], [1, 2, 3, 4, 6, 8], 3, 0, training.Recipe(d_model=8), progress=False)
+    widths = [d for call in calls for d in call]
+    assert sorted(widths) == sorted(set(widths)) == [1, 2, 3, 4, 8]
+    assert len(frame) == 5 * 3
+
+
+def test_headline_and_curve_text():
+    verdicts = {"copy": chapter.Verdict("copy", "log", "", []), "qsa": chapter.Verdict("qsa", "untestable", "", [])}
+    assert chapter.headline(verdicts).startswith("`copy` supports O(log n); `qsa` is untestable at this budget")
+    result = judged(rows("copy", {16: 4, 64: 6, 256: 8}))
+    assert chapter.curve_text(result.cells, "copy") == "n = 16: 4 (4 to 4); n = 64: 6 (6 to 6); n = 256: 8 (8 to 8)"
+
+
+def test_stopping_rule_with_floor():
+    assert training.should_stop([0.5, 0.009], patience=5, tolerance=0.005, loss_floor=0.01)
+    assert not training.should_stop([1.0, 0.9, 0.8], patience=2, tolerance=0.005)
+    assert training.should_stop([1.0, 0.9, 0.9, 0.9], patience=2, tolerance=0.005)
+    flat_start = [2.7] * 8                                  # a hard task's initial plateau
+    assert training.should_stop(flat_start, patience=6, tolerance=0.005)
+    assert not training.should_stop(flat_start, patience=6, tolerance=0.005, min_evals=20)
+    assert training.should_stop(flat_start + [0.009], patience=6, tolerance=0.005, loss_floor=0.01, min_evals=20)
+    assert training.Recipe(steps=2000, eval_every=50).min_evals == 20
+
+
+def test_a_tiny_cell_trains_on_the_stacked_trainer():
+    recipe = training.Recipe(d_model=8, d_value=4, steps=30, eval_every=5, patience=2, n_train=64, n_val=16,
+                             n_test=16, tokens_per_step=64)
+    out = training.train_models("copy", 8, [1, 2], [0, 1], 0, recipe)
+    assert [(r["d_qk"], r["model_seed"]) for r in out] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    for r in out:
+        assert 0 <= r["test_accuracy"] <= 1 and r["stop_step"] <= 30
+        assert len(r["hardmax_rank"]) == 1 and 1 <= r["hardmax_rank"][0] <= 8
+        assert 1 <= r["numerical_rank"][0] <= 8 and r["hardmax_rank_targets"][0] <= 4
+    again = training.train_models("copy", 8, [1, 2], [0, 1], 0, recipe)
+    assert again == out

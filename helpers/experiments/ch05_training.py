@@ -1,0 +1,192 @@
+"""Chapter 5's training: the models of one (task, n) cell for a list of query/key widths and seeds.
+
+    rows = train_models("copy", 32, d_qks=[2, 8], model_seeds=[0, 1, 2], data_seed=0, recipe=Recipe())
+    # one row per model: d_qk, model_seed, test_loss, test_accuracy, converged, stop_step,
+    # and per head (lists ordered by layer, head): hardmax_rank, numerical_rank, hardmax_rank_targets
+
+**Models.** Every model of a task has the same architecture (TASK_SPECS: layers, positions, learning rate);
+only the query/key width d_qk varies, the value width stays fixed (`d_value`). A model trains until its
+validation loss stops improving (`converged`: none of the last `patience` evaluations beat the best earlier
+one by more than `tolerance`, relative) or until `steps`. All models of a (task, n) share one dataset (from
+the data seed); the model seed sets the initial weights and the batch order.
+
+This module holds only what a trained model's numbers depend on, so that the result store (which keys a
+point by the code of its module) keeps the trained models when the chapter's analysis changes.
+"""
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .. import capture, data as datasets, models, rank, seeding, stacked
+
+RTOL = 1e-3          # numerical rank: sigma_i > 1e-3 sigma_1, the book's headline tolerance
+PROBE_EXAMPLES = 8   # test inputs whose attention ranks are averaged per head
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How a task is trained and judged: positions, layers, learning rate, data options, quality bar."""
+
+    pos: str
+    n_layers: int
+    lr: float
+    bar: float
+    options: dict = field(default_factory=dict)
+    need: str = ""        # the attention pattern that solves it, in words
+    expected: str = ""    # what the literature predicts for the smallest d_qk
+
+
+TASK_SPECS = {
+    "copy": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {},
+                     "a shift: the query at position i reads the key at i - ceil(n/2)",
+                     "O(log n) (a sparse pattern: Likhosherstov et al. 2021)"),
+    "qsa": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {"q": 2, "n_values": 4},
+                    "q-sparse averaging: each query spreads its weight evenly over the q = 2 positions it names",
+                    "O(q log n) (Sanford et al. 2023)"),
+    "mq_recall": TaskSpec("none", 2, 3e-3, 0.99, {"n_values": 4},
+                          "content matching: the query for key k reads the one slot that stores key k",
+                          "O(log n) to separate n/2 keys (Likhosherstov et al. 2021)"),
+    "reversal": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {},
+                         "the anti-diagonal permutation: position i reads key n - 1 - i",
+                         "O(log n) (a sparse pattern: Likhosherstov et al. 2021)"),
+    "high_rank": TaskSpec("learned", 1, 3e-3, 0.99, {},
+                          "a fixed random permutation of the positions",
+                          "O(log n) (a sparse pattern: Likhosherstov et al. 2021)"),
+}
+TASKS = tuple(TASK_SPECS)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything shared by the models of a run besides task, n, d_qk and seeds."""
+
+    d_model: int = 64
+    d_value: int = 16
+    steps: int = 3000             # the most steps a model may take
+    eval_every: int = 50
+    patience: int = 6
+    tolerance: float = 0.005      # relative improvement of the validation loss that still counts
+    loss_floor: float = 0.01      # nats per target: a model below it has solved its task (mean p(right) > 0.99)
+    min_fraction: float = 0.5     # the relative rule may stop a model only after this share of `steps`: at n = 128
+                                  # models sat 400+ steps on their initial plateau and were stopped there at chance
+
+    @property
+    def min_evals(self) -> int:
+        """Validation checks before the relative rule may fire (see min_fraction)."""
+        return int(self.min_fraction * self.steps) // self.eval_every
+    tokens_per_step: int = 1024
+    n_train: int = 4096
+    n_val: int = 256
+    n_test: int = 256
+
+    def batch_size(self, n: int) -> int:
+        """Sequences per step: about tokens_per_step tokens, at least 8 sequences."""
+        return max(8, self.tokens_per_step // n)
+
+
+def task_data(task: str, n: int, seed: int, recipe: Recipe) -> datasets.TaskData:
+    """The (task, n) dataset shared by every model of the cell; its last n_val training examples validate."""
+    spec = TASK_SPECS[task]
+    return datasets.synthetic(task, n, seed=seeding.derive_seed(seed, "data"), n_train=recipe.n_train + recipe.n_val,
+                              n_test=recipe.n_test, **spec.options)
+
+
+def model_config(task: str, data: datasets.TaskData, d_qk: int, recipe: Recipe) -> models.ModelConfig:
+    """The task's model with query/key width d_qk and value width recipe.d_value (one head per layer)."""
+    spec = TASK_SPECS[task]
+    return models.ModelConfig(d_model=recipe.d_model, n_heads=1, n_layers=spec.n_layers, d_mlp=2 * recipe.d_model,
+                              d_head=d_qk, d_value=recipe.d_value, pos=spec.pos, **data.model_fields())
+
+
+def should_stop(val_losses: list, patience: int, tolerance: float, loss_floor: float = 0.0,
+                min_evals: int = 0) -> bool:
+    """The last validation loss is below `loss_floor`, or (after at least `min_evals` checks) none of the last
+    `patience` validation losses beat the best earlier one by more than `tolerance` (relative;
+    `helpers.stacked.should_stop`). The relative rule alone never stops a model that has solved its task (its
+    loss keeps falling by large factors while it sharpens an already perfect answer), and, early on, it takes
+    the flat start of a hard task for convergence."""
+    if val_losses and val_losses[-1] < loss_floor:
+        return True
+    return len(val_losses) >= min_evals and _relative_rule(val_losses, patience, tolerance)
+
+
+_relative_rule = stacked.should_stop
+
+
+@contextmanager
+def _with_loss_floor(loss_floor: float, min_evals: int):
+    """Let `helpers.stacked.train_stack` also stop a model whose validation loss fell below `loss_floor`, and
+    keep its relative rule quiet for the first `min_evals` checks.
+
+    The stacked trainer has no absolute floor; it looks its rule up at call time, so the rule is swapped for the
+    duration of one stack and restored in `finally`. (To remove once the trainer takes a floor argument.)
+    """
+    stacked.should_stop = lambda losses, patience, tolerance: should_stop(losses, patience, tolerance, loss_floor,
+                                                                         min_evals)
+    try:
+        yield
+    finally:
+        stacked.should_stop = _relative_rule
+
+
+def _train_stack(task, data, d_qks, model_seeds, recipe):
+    """Train one stack (every d_qk x model seed); returns (standalone models, status frame) in member order."""
+    members = [(d, s) for d in d_qks for s in model_seeds]
+    configs = [model_config(task, data, d, recipe) for d, _ in members]
+    stack = stacked.ModelStack.build(configs, [seeding.derive_seed(s, "init") for _, s in members], device="cpu")
+    order = [seeding.derive_seed(s, "order") for _, s in members]
+    with _with_loss_floor(recipe.loss_floor, recipe.min_evals):
+        try:
+            result = stacked.train_stack(stack, data, order, steps=recipe.steps, batch_size=recipe.batch_size(data.n),
+                                         lr=TASK_SPECS[task].lr, final_lr_ratio=0.1, eval_every=recipe.eval_every,
+                                         patience=recipe.patience, min_improvement=recipe.tolerance,
+                                         val_examples=recipe.n_val, progress=False, threads=1)
+        except stacked.StackDiverged as error:  # the others trained on; the diverged ones are not converged
+            result = error.result
+    return stack.models(), result.status
+
+
+def head_ranks(model, data: datasets.TaskData) -> dict:
+    """Hardmax and numerical (rtol 1e-3) rank of every trained head, mean over PROBE_EXAMPLES test inputs.
+
+    Lists ordered by (layer, head). `hardmax_rank_targets` counts only the rows that carry a target (the rows
+    of `datasets.solving_pattern`), comparable with the pattern's own hardmax rank.
+    """
+    x = data.test_x[:PROBE_EXAMPLES]
+    probs = capture.attention_probs(model, x)                         # (layer, batch, head, n, n)
+    targets = (data.test_y[0] != datasets.IGNORE).nonzero().flatten()
+    hard = rank.hardmax_rank(probs).double().mean(dim=1)              # (layer, head)
+    numerical = rank.numerical_rank(probs, rtol=RTOL).double().mean(dim=1)
+    hard_targets = rank.hardmax_rank(probs[..., targets, :]).double().mean(dim=1)
+    return {"hardmax_rank": hard.flatten().tolist(), "numerical_rank": numerical.flatten().tolist(),
+            "hardmax_rank_targets": hard_targets.flatten().tolist()}
+
+
+def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: int, recipe: Recipe) -> list[dict]:
+    """Train one model per (d_qk, model seed) of one (task, n) cell, as one stack; one row per model.
+
+    Row: d_qk, model_seed, test_loss, test_accuracy, converged, diverged, stop_step, and per head (lists ordered
+    by layer, head) hardmax_rank, numerical_rank, hardmax_rank_targets.
+    """
+    data = task_data(task, n, data_seed, recipe)
+    trained, status = _train_stack(task, data, list(d_qks), list(model_seeds), recipe)
+    rows = []
+    for model, st in zip(trained, status.itertuples(index=False)):
+        rows.append({"d_qk": int(st.d_head), "model_seed": int(model_seeds[st.model % len(model_seeds)]),
+                     "test_loss": float(st.test_loss), "test_accuracy": float(st.test_accuracy),
+                     "converged": bool(st.converged and not st.diverged), "diverged": bool(st.diverged),
+                     "stop_step": int(st.stop_step), **head_ranks(model, data)})
+    return rows
+
+
+def cell_point(task: str, n: int, d_qks: list, n_seeds: int, recipe: dict, seed: int) -> list[dict]:
+    """The sweep point: the models of one (task, n) cell for the widths `d_qks`, model seeds seed .. seed + n_seeds - 1."""
+    return train_models(task, n, list(d_qks), [seed + i for i in range(n_seeds)], seed, Recipe(**recipe))
+
+
+def stack_buckets(d_qks, n: int, recipe: Recipe) -> list[list[int]]:
+    """The widths of a cell grouped into stacks that waste at most 25 % of their work on padding
+    (`helpers.stacked.bucket_head_dims`)."""
+    cfg = models.ModelConfig(d_model=recipe.d_model, n_heads=1, d_head=1, d_value=recipe.d_value,
+                             d_mlp=2 * recipe.d_model, vocab_size=2)
+    return stacked.bucket_head_dims(list(d_qks), stacked.qk_work_offset(cfg, n))

@@ -1,0 +1,113 @@
+"""helpers.scaling (fits of d*(n) against four forms) and helpers.gridsearch (coarse-to-fine search)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from helpers import gridsearch, scaling
+from helpers.errors import ArgumentError
+
+N = np.array([16, 32, 64, 128, 256])
+
+
+@pytest.mark.parametrize("form, truth", [
+    ("log", lambda n: 3 + 2 * np.log(n)),
+    ("log2", lambda n: 1 + 0.5 * np.log(n) ** 2),
+    ("sqrt", lambda n: 1.5 * np.sqrt(n)),
+    ("linear", lambda n: 0.25 * n),
+])
+def test_each_form_recovers_its_exact_curve_and_wins(form, truth):
+    y = truth(N)
+    fits = scaling.fit_forms(N, y)
+    assert fits[form].loss == pytest.approx(0, abs=1e-18)
+    assert np.allclose(fits[form].predict(N), y)
+    assert all(fits[other].loss > 1e-3 for other in scaling.FORMS if other != form)
+    boot = scaling.bootstrap_forms(N, y, np.tile(y, (20, 1)))
+    assert boot.best == form and boot.indistinguishable == (form,)
+
+
+def test_coefficients_are_exact_so_a_factor_two_error_would_fail():
+    fit = scaling.fit_form("log", N, 3 + 2 * np.log(N))
+    assert fit.coefficients["a"] == pytest.approx(3, rel=1e-9) and fit.coefficients["b"] == pytest.approx(2, rel=1e-9)
+    assert scaling.fit_form("linear", N, 0.25 * N).coefficients["c"] == pytest.approx(0.25, rel=1e-12)
+    assert scaling.fit_form("sqrt", N, 2 * 1.5 * np.sqrt(N)).coefficients["c"] == pytest.approx(3.0, rel=1e-12)
+
+
+def test_one_loss_for_every_form_is_the_mean_squared_error():
+    y = np.array([4.0, 6.0, 8.0, 12.0, 12.0])
+    for form, fit in scaling.fit_forms(N, y).items():
+        assert fit.loss == pytest.approx(np.mean((fit.predict(N) - y) ** 2))
+        # least squares: no nearby coefficients do better
+        for name in fit.coefficients:
+            for step in (-1e-3, 1e-3):
+                moved = scaling.FormFit(form, {**fit.coefficients, name: fit.coefficients[name] + step}, 0)
+                assert np.mean((moved.predict(N) - y) ** 2) >= fit.loss
+
+
+def test_noisy_replicates_make_close_forms_indistinguishable():
+    gen = np.random.default_rng(0)
+    y = 2 + 3 * np.log(N[:4])
+    reps = y + gen.normal(0, 4, size=(400, 4))
+    boot = scaling.bootstrap_forms(N[:4], y, reps)
+    assert len(boot.indistinguishable) >= 2
+    assert scaling.growth_class(boot.indistinguishable) == "mixed"
+    low, high = boot.coefficient_ci["log"]["b"]
+    assert low < 3 < high
+
+
+def test_growth_classes_and_words():
+    assert scaling.growth_class(("log", "log2")) == "log"
+    assert scaling.growth_class(("linear",)) == "linear"
+    assert scaling.growth_class(("sqrt",)) == "sqrt"
+    assert scaling.growth_class(("log", "linear")) == "mixed"
+    assert scaling.describe_forms(("linear", "log")) == "a + b ln n and c n"
+
+
+def test_bad_points_are_refused():
+    with pytest.raises(ArgumentError, match="n"):
+        scaling.fit_form("log", [16, 16], [1, 2])
+    with pytest.raises(ArgumentError, match="y"):
+        scaling.fit_form("log", [16, 32], [1, math.nan])
+    with pytest.raises(ArgumentError, match="form"):
+        scaling.fit_form("cubic", [16, 32], [1, 2])
+    with pytest.raises(ArgumentError, match="replicates"):
+        scaling.bootstrap_forms([16, 32, 64], [1, 2, 3], [[1, 2]])
+
+
+GRID = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+
+
+def test_coarse_points_are_the_powers_of_two_and_the_ends():
+    assert gridsearch.coarse(GRID) == [1, 2, 4, 8, 16, 32, 64]
+    assert gridsearch.coarse([3, 6, 12, 24]) == [3, 24]
+
+
+@pytest.mark.parametrize("knee", [1, 1.5, 2.5, 3, 5, 7, 10, 14, 20, 30, 40, 56, 64, 100])
+@pytest.mark.parametrize("shape", ["step", "smooth"])
+def test_search_equals_exhaustive_on_monotone_objectives_with_fewer_points(knee, shape):
+    if shape == "step":
+        def objective(x):
+            return 1.0 if x >= knee else 0.2
+    else:
+        def objective(x):
+            return 1 - math.exp(-x / knee)
+    answer, evaluated = gridsearch.search(objective, GRID)
+    assert answer == gridsearch.exhaustive(objective, GRID)
+    assert len(evaluated) < len(GRID)
+    assert set(gridsearch.coarse(GRID)) <= set(evaluated)
+
+
+def test_refine_trains_only_the_bracket():
+    scores = {1: 0.1, 2: 0.2, 4: 0.5, 8: 0.97, 16: 1.0, 32: 1.0, 64: 1.0}
+    assert gridsearch.refine(GRID, scores) == [6]
+    assert gridsearch.refine(GRID, {**scores, 6: 0.99}) == []
+    assert gridsearch.refine(GRID, {}) == []
+    assert gridsearch.smallest_reaching({**scores, 6: 0.99}) == 6
+    assert math.isnan(gridsearch.smallest_reaching({1: 0.0, 2: 0.0}))
+
+
+def test_bad_grids_are_refused():
+    for grid in ([], [2, 1], [1, 1, 2], [0, 1], [True, 2]):
+        with pytest.raises(ArgumentError, match="grid"):
+            gridsearch.coarse(grid)
