@@ -20,8 +20,8 @@ CROSS_CASES = {
     "03b_predicting_rank": [({"N_VALUES": [16, 64], "CALIB_N_VALUES": [64]}, "CALIB_N_VALUES")],
     "04_random_attention": [({"D_MODEL": 16, "D_HEADS": [1, 2, 64]}, "D_MODEL"),
                             ({"D_MODEL": 64, "N_VALUES": [128], "INPUTS": ["orthonormal"], "D_HEADS": [1, 2]}, "D_MODEL")],
-    "05_trained_synthetic": [({"TASKS": ["copy"], "D_HEADS": [2, 3]}, "D_HEADS"),
-                             ({"TASKS": ["copy"], "ABLATION_D_HEAD": 3}, "ABLATION_D_HEAD")],
+    "05_trained_synthetic": [({"D_QK": [4, 2, 8]}, "D_QK"), ({"D_MODEL": 16, "D_QK": [1, 32]}, "D_QK"),
+                             ({"STEPS": 100, "EVAL_EVERY": 50, "PATIENCE": 6}, "STEPS")],
     "08_where_it_breaks": [({"N": 64, "D_HEAD": 4}, "D_HEAD")],
 }
 
