@@ -52,8 +52,34 @@ def hardmax_vs_svd(batch=64, n=256):
     return ratio
 
 
+def hardmax_vs_svd_large(n=4096, d_head=64):
+    """One head at n = 4096: the chapter-3b hardmax rank (float32 logits, certified argmax, float64 only for
+    near-ties) against one SVD-based numerical rank of the softmax at T = sqrt(d_h) (float64), the logits included."""
+    import math
+
+    from helpers.hardmax_sampling import argmax_winners
+
+    gen = torch.Generator().manual_seed(2)
+    q, k = torch.randn(n, d_head, generator=gen), torch.randn(n, d_head, generator=gen)
+
+    def hardmax():
+        return torch.unique(argmax_winners(q, k)[0]).numel()
+
+    def svd():
+        probs = torch.softmax((q.double() @ k.double().T) / math.sqrt(d_head), -1)
+        return int(svd_route(probs))
+
+    assert hardmax() == int(hardmax_rank(q.double() @ k.double().T)), "certified float32 argmax disagrees"
+    t = interleaved({"hardmax": hardmax, "svd": svd}, repeats=1, warmup=0)
+    ratio = t["svd"] / t["hardmax"]
+    print(f"  one head at n = {n}, d_h = {d_head}: hardmax rank {t['hardmax'] * 1e3:.0f} ms, "
+          f"SVD numerical rank {t['svd']:.1f} s -> {ratio:.0f}x")
+    return ratio
+
+
 if __name__ == "__main__":
     header("rank measures")
     print(verdict("batched numerical_rank vs numpy matrix_rank loop", numerical_vs_numpy(), 3))
     with threads(thread_count()):
         print(verdict("hardmax_rank vs the SVD path at n = 256", hardmax_vs_svd(), 20))
+        print(verdict("one hardmax rank vs one SVD numerical rank at n = 4096", hardmax_vs_svd_large(), 100))

@@ -44,7 +44,7 @@ def source_notebooks(names: list[str] | None = None) -> list[Path]:
 
     Chapters run in number order, then the pages that read their metrics (`reads_metrics`), whatever their number.
     """
-    available = sorted(paths.NBS_DIR.glob("[0-9][0-9]_*.ipynb"), key=lambda p: (reads_metrics(p), p.name))
+    available = sorted(paths.NBS_DIR.glob("[0-9][0-9]*_*.ipynb"), key=lambda p: (reads_metrics(p), p.name))
     if not names:
         return available
     by_stem = {p.stem: p for p in available}

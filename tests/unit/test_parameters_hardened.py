@@ -17,6 +17,7 @@ FREE_TEXT: set = set()  # parameters whose every text value is legal (none so fa
 # Values that are legal alone but inconsistent with another parameter: {notebook: [(overrides, named parameter)]}.
 CROSS_CASES = {
     "03_saturation": [({"LOOSE": 0.95, "TIGHT": 0.9}, "TIGHT")],
+    "03b_predicting_rank": [({"N_VALUES": [16, 64], "CALIB_N_VALUES": [64]}, "CALIB_N_VALUES")],
     "04_random_attention": [({"D_MODEL": 16, "D_HEADS": [1, 2, 64]}, "D_MODEL"),
                             ({"D_MODEL": 64, "N_VALUES": [128], "INPUTS": ["orthonormal"], "D_HEADS": [1, 2]}, "D_MODEL")],
     "05_trained_synthetic": [({"TASKS": ["copy"], "D_HEADS": [2, 3]}, "D_HEADS"),

@@ -1,0 +1,325 @@
+"""Chapter 3b (predicting the rank): the identity E[rank | K] = sum_j 1 - (1 - g_j)^n, keys on the sphere,
+and a predictor of E[hardmax rank] / n checked against Monte Carlo over a grid of (n, d_h).
+
+Random heads: queries i.i.d. N(0, I_{d_h}), independent of the keys; keys i.i.d. N(0, I_{d_h}) ("gaussian")
+or uniform on the unit sphere ("sphere"). Every rank here is the hardmax rank (distinct argmax columns).
+
+`resolve(P)` fills the mode defaults; `analyse(P)` runs everything the chapter shows and returns a
+`ChapterResult`: tidy frames, the numbers the prose quotes and the verdicts as data, with sentences written
+by the verdict functions below.
+"""
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+
+from .. import parameters, saturation, seeding, theory
+from ..english import join, number, span
+from ..hardmax_sampling import KEY_KINDS, hardmax_point
+from ..results import ChapterResult, Verdict
+from . import run_sweep
+from .ch03b_predicting_rank_points import identity_point
+
+BRIDGE_CANDIDATES = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, math.inf)  # exponents q of the blend weight pi^q
+
+
+# ------------------------------------------------------------------------------------------------
+# Monte Carlo grid (the sampling itself is in helpers.hardmax_sampling, so predictor edits keep it cached)
+# ------------------------------------------------------------------------------------------------
+
+
+def grid_mc(name: str, n_values, d_values, keys_kinds, trials: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (keys, n, d_head): mean hardmax rank / n, its standard error and heads; and the per-head rows.
+
+    `trials` heads at n = 64, scaled like 1/n (the same query rows per point), at least 4 (`seeding.trials_for`).
+    """
+    configs = [{"n": int(n), "d_head": int(d), "keys": k, "trials": seeding.trials_for(int(n), trials)}
+               for k in keys_kinds for n in n_values for d in d_values]
+    raw = run_sweep(name, hardmax_point, configs, seeds=[seed])
+    raw["fraction"] = raw["rank"] / raw["n"]
+    out = raw.groupby(["keys", "n", "d_head"]).agg(mc=("fraction", "mean"), sd=("fraction", "std"),
+                                                   trials=("fraction", "size"),
+                                                   fallback_rows=("fallback_rows", "sum")).reset_index()
+    out["se"] = out["sd"] / np.sqrt(out["trials"])
+    return out, raw
+
+
+# ------------------------------------------------------------------------------------------------
+# Knees (saturation points: the plateau as reference, level 1 - eps) and fits
+# ------------------------------------------------------------------------------------------------
+
+FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
+
+
+def measured_knees(raw: pd.DataFrame, eps_values, bootstrap: int, seed: int) -> pd.DataFrame:
+    """Knee d*(n, eps) of the Monte Carlo curves: `saturation.bootstrap_saturation` with the exact plateau
+    1 - (1 - 1/n)^n as reference and level 1 - eps, interpolated in log d_h, heads resampled at every d_h."""
+    rows = []
+    for (keys, n), part in raw.groupby(["keys", "n"]):
+        groups = {d: g["fraction"].to_numpy() for d, g in part.groupby("d_head")}
+        ds = sorted(groups)
+        plateau = theory.plateau_fraction(int(n))
+        for eps in eps_values:
+            found = saturation.bootstrap_saturation(ds, [groups[d] for d in ds], resamples=max(bootstrap, 1),
+                                                    seed=seed, reference=plateau, level=1 - eps)
+            has_interval = bootstrap > 0
+            rows.append({"keys": keys, "n": int(n), "eps": eps, "knee": found.point.value, "status": found.point.status,
+                         "knee_low": found.low if has_interval else math.nan,
+                         "knee_high": found.high if has_interval else math.nan})
+    return pd.DataFrame(rows)
+
+
+def fit_forms(n_values, knees) -> list[dict]:
+    """Fit a + b log n, a + b (log n)^2 and c n^alpha to knee(n) with one loss for all: the RMS of log(knee / fit).
+
+    Nonlinear least squares on log(knee) (the linear forms must stay positive); NaN knees are left out.
+    """
+    from scipy.optimize import least_squares
+
+    n = np.asarray(n_values, dtype=float)
+    y = np.asarray(knees, dtype=float)
+    ok = np.isfinite(y) & (y > 0)
+    n, y = n[ok], y[ok]
+    out = []
+    for form in FIT_FORMS:
+        if n.size < 3:
+            out.append({"form": form, "points": int(n.size), "a": None, "b": None, "rms_log": None})
+            continue
+        x = np.log(n) if form != "a + b (log n)^2" else np.log(n) ** 2
+        if form == "c n^alpha":
+            b, log_c = np.polyfit(np.log(n), np.log(y), 1)  # exact minimiser of the log loss for this form
+            a, rms = math.exp(log_c), float(np.sqrt(np.mean((np.log(y) - log_c - b * np.log(n)) ** 2)))
+        else:
+            b0, a0 = np.polyfit(x, y, 1)
+            resid = lambda p: np.log(np.maximum(p[0] + p[1] * x, 1e-9)) - np.log(y)
+            sol = least_squares(resid, [a0 if np.all(a0 + b0 * x > 0) else y.min(), max(b0, 1e-6)])
+            a, b = sol.x
+            rms = float(np.sqrt(np.mean(resid(sol.x) ** 2)))
+        out.append({"form": form, "points": int(n.size), "a": float(a), "b": float(b), "rms_log": rms})
+    return out
+
+
+def effective_exponent(n_values, d_values) -> float:
+    """Slope of log d* against log n (least squares): the power of n that d* looks like over this range."""
+    n = np.asarray(n_values, dtype=float)
+    d = np.asarray(d_values, dtype=float)
+    ok = np.isfinite(d) & (d > 0)
+    return float(np.polyfit(np.log(n[ok]), np.log(d[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
+
+
+# ------------------------------------------------------------------------------------------------
+# Verdict rules: outcomes from data, sentences in plain English
+# ------------------------------------------------------------------------------------------------
+
+IDENTITY_Z = 3.0  # |measured - predicted| / combined standard error below this counts as agreement
+FLAT_RATIO = 1.5  # sphere knees count as flat when the largest-n knee is below this multiple of the smallest-n knee
+
+
+def identity_verdict(table: pd.DataFrame, z_max: float = IDENTITY_Z) -> Verdict:
+    """"agrees" when every case is within z_max combined standard errors, else "misses".
+
+    `table` has columns measured, predicted and combined_se (the standard error of the measured mean under
+    the identity's own variance, plus the error of the estimated g_j).
+    """
+    z = (table["measured"] - table["predicted"]).abs() / table["combined_se"]
+    worst, cases, bad = float(z.max()), len(table), int((z >= z_max).sum())
+    if bad == 0:
+        sentence = (f"the predicted E[rank | K] agrees with the measured mean in all {cases} cases "
+                    f"(largest deviation {number(worst, 2)} standard errors; threshold {number(z_max)})")
+    else:
+        sentence = (f"the predicted E[rank | K] misses the measured mean in {bad} of {cases} cases "
+                    f"(largest deviation {number(worst, 2)} standard errors; threshold {number(z_max)})")
+    return Verdict("agrees" if bad == 0 else "misses", sentence, f"every |z| < {z_max:g}",
+                   {"largest_z": worst, "cases": cases, "failed": bad, "threshold": z_max})
+
+
+def accuracy_verdict(errors: pd.DataFrame, goal: float, family: str) -> Verdict:
+    """"meets" when the largest absolute error on the held-out grid is <= goal, else "misses".
+
+    `errors` has columns n, d_head, error (predicted - measured, in rank / n).
+    """
+    i = errors["error"].abs().idxmax()
+    worst, n, d = float(abs(errors.loc[i, "error"])), int(errors.loc[i, "n"]), int(errors.loc[i, "d_head"])
+    side = "above" if errors.loc[i, "error"] > 0 else "below"
+    met = worst <= goal
+    sentence = (f"for {family} keys the largest error over the {len(errors)} held-out grid points is "
+                f"{worst:.3f} in rank / n (the prediction is {side} the measurement at n = {n}, d_h = {d}), "
+                + ("within" if met else "above") + f" the goal of {number(goal)}")
+    return Verdict("meets" if met else "misses", sentence, f"max |error| <= {goal:g}",
+                   {"max_error": worst, "n": n, "d_head": d, "points": len(errors), "goal": goal})
+
+
+def flat_knee_verdict(knees: pd.DataFrame, ratio_max: float = FLAT_RATIO) -> Verdict:
+    """"flat" when the knee at the largest n is below ratio_max times the knee at the smallest n, else "grows";
+    "undetermined" with fewer than two knees. `knees` has columns n, knee for one key family and one eps."""
+    part = knees.dropna(subset=["knee"]).sort_values("n")
+    rule = f"knee(n_max) / knee(n_min) < {ratio_max:g}"
+    if len(part) < 2:
+        return Verdict("undetermined", "the knee cannot be judged (fewer than two knees on the grid)", rule,
+                       {"knees": len(part)})
+    first, last = part.iloc[0], part.iloc[-1]
+    ratio = float(last.knee / first.knee)
+    flat = ratio < ratio_max
+    sentence = (f"the knee goes from {number(first.knee, 2)} at n = {int(first.n)} to {number(last.knee, 2)} at "
+                f"n = {int(last.n)} (a factor {number(ratio, 3)}), so it "
+                + ("does not grow with n" if flat else "grows with n") + f" (threshold: a factor {number(ratio_max)})")
+    return Verdict("flat" if flat else "grows", sentence, rule,
+                   {"ratio": ratio, "n_min": int(first.n), "n_max": int(last.n), "threshold": ratio_max})
+
+
+def growth_verdict(exponent: float, n_low: float, n_high: float, fits: list[dict]) -> Verdict:
+    """The predicted critical d_h's effective power of n ("grows" when > 0, else "flat") and the best of the forms
+    fitted to the measured knees (by the one loss, RMS log error)."""
+    judged = [f for f in fits if f.get("rms_log") is not None]
+    best = min(judged, key=lambda f: f["rms_log"])["form"] if judged else None
+    sentence = (f"over n from {number(n_low)} to {number(n_high)} the predicted critical d_h grows like "
+                f"n^{number(exponent, 2)}")
+    if best is not None:
+        sentence += f"; of the three forms fitted to the measured knees with one loss, {best} fits best"
+    return Verdict("grows" if exponent > 0 else "flat", sentence, "slope of log d* against log n; min RMS log error",
+                   {"exponent": exponent, "best_form": best, "n_low": n_low, "n_high": n_high})
+
+
+# ------------------------------------------------------------------------------------------------
+# The chapter
+# ------------------------------------------------------------------------------------------------
+
+DEFAULTS = {  # (quick, full)
+    "N_VALUES": ([16, 64, 256], [16 * 2**k for k in range(9)]),
+    "D_HEADS": ([2**k for k in range(9)], [2**k for k in range(11)]),
+    "CALIB_N_VALUES": ([24, 96], [24 * 2**k for k in range(8)]),
+    "TRIALS": (128, 256),
+    "IDENTITY_QUERIES": (65536, 262144),
+    "IDENTITY_REPLICATES": (100, 400),
+    "BOOTSTRAP": (50, 200),
+}
+IDENTITY_CASES = ([(64, 2), (64, 8), (256, 4)], [(64, 2), (64, 8), (256, 4), (256, 32), (1024, 16)])
+CRIT_N = ([16, 256, 4096], [16 * 4**k for k in range(8)])  # plus CRIT_N_MAX
+
+
+def resolve(P):
+    """Fill the mode defaults of `P` (recorded as resolved), derive the fixed case lists, check that the
+    calibration lengths are off the held-out grid."""
+    for name, (quick, full) in DEFAULTS.items():
+        value = P.mode_default(name, quick=quick, full=full)
+        P[name] = sorted(value) if isinstance(value, list) else value
+    parameters.require(not set(P.CALIB_N_VALUES) & set(P.N_VALUES), "CALIB_N_VALUES", P.CALIB_N_VALUES,
+                       f"n values that are not on the held-out grid N_VALUES = {P.N_VALUES}")
+    P["IDENTITY_CASES"] = parameters.by_mode(P.MODE, *IDENTITY_CASES)
+    P["CRIT_N"] = sorted({n for n in parameters.by_mode(P.MODE, *CRIT_N) if n < P.CRIT_N_MAX} | {P.CRIT_N_MAX})
+    return P
+
+
+def _predict_grid(mc: pd.DataFrame, bridge_values) -> tuple[dict, float]:
+    """Predictions for every row of `mc` and each bridge value (Gaussian closures computed once per point),
+    and the mean seconds per predicted point."""
+    fixed, closures = [], {}
+    start = time.perf_counter()
+    for r in mc.itertuples():
+        if r.keys == "gaussian" and r.d_head > 1:
+            closures[(r.n, r.d_head)] = theory.gaussian_closures(int(r.n), int(r.d_head))
+            fixed.append(None)
+        else:
+            fixed.append(theory.predicted_rank_fraction(int(r.n), int(r.d_head), r.keys))
+    seconds = (time.perf_counter() - start) / max(len(mc), 1)
+    blended = {b: [f if f is not None else theory.bridge_closures(closures[(r.n, r.d_head)], b)
+                   for f, r in zip(fixed, mc.itertuples())] for b in bridge_values}
+    return blended, seconds
+
+
+def analyse(P) -> ChapterResult:
+    """Run chapter 3b for resolved parameters `P` and return its frames, quotes and verdicts."""
+    result = ChapterResult()
+    # the one bridge constant, calibrated on lengths that are not on the reported grid
+    calib, _ = grid_mc("ch3b_calibration", P.CALIB_N_VALUES, P.D_HEADS, ["gaussian"], P.TRIALS, P.SEED + 1)
+    preds, _ = _predict_grid(calib, BRIDGE_CANDIDATES)
+    calibration = pd.DataFrame([{"bridge": b, "max_error": float(np.max(np.abs(np.array(preds[b]) - calib.mc)))}
+                                for b in BRIDGE_CANDIDATES])
+    bridge = float(calibration.sort_values(["max_error", "bridge"]).iloc[0].bridge)
+    # the held-out grid
+    grid, raw = grid_mc("ch3b_grid", P.N_VALUES, P.D_HEADS, KEY_KINDS, P.TRIALS, P.SEED)
+    preds, seconds = _predict_grid(grid, [bridge])
+    grid["predicted"] = preds[bridge]
+    grid["error"] = grid["predicted"] - grid["mc"]
+    # the identity for fixed keys
+    identity = run_sweep("ch3b_identity", identity_point,
+                         [{"n": n, "d_head": d, "keys": k, "queries": P.IDENTITY_QUERIES,
+                           "replicates": P.IDENTITY_REPLICATES} for k in KEY_KINDS for n, d in P.IDENTITY_CASES],
+                         seeds=[P.SEED])
+    # sphere keys at d_h = 2: the closed form against the grid's Monte Carlo
+    d2 = grid[(grid["keys"] == "sphere") & (grid.d_head == 2)]
+    sphere_d2 = pd.DataFrame({"n": d2.n.to_numpy(), "mc": d2.mc.to_numpy(), "se": d2.se.to_numpy(),
+                              "closed_form": [theory.sphere_d2_rank_fraction(int(n)) for n in d2.n]})
+    # knees measured on the grid, and fits of the Gaussian-key knees with one loss
+    knees = measured_knees(raw, P.EPS_VALUES, P.BOOTSTRAP, P.SEED)
+    fits = pd.DataFrame([{"eps": eps, **f} for eps in P.EPS_VALUES for f in fit_forms(
+        *knees[(knees["keys"] == "gaussian") & (knees.eps == eps)][["n", "knee"]].T.to_numpy())])
+    # the predicted critical d_h, started at its asymptotic form kappa(n) / (2 (e - 1) eps)
+    kappa = pd.DataFrame([{"n": int(n), "kappa": theory.norm_spread_constant(int(n)),
+                           "t4_half": theory.gaussian_max_level(int(n)) ** 4 / 2} for n in P.CRIT_N])
+    critical = pd.DataFrame([{"eps": eps, "n": int(k.n), "d_star": theory.critical_head_dim(
+        int(k.n), eps, "gaussian", bridge, guess=int(k.kappa / (2 * (math.e - 1) * eps)))}
+        for eps in P.EPS_VALUES for k in kappa.itertuples()]).merge(kappa, on="n")
+    critical["asymptotic"] = critical.kappa / (2 * (math.e - 1) * critical.eps)
+    sphere_critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(int(n), eps, "sphere")}
+                                    for eps in P.EPS_VALUES for n in P.CRIT_N])
+    result.frames.update(grid=grid.drop(columns=["sd"]), calibration=calibration, identity=identity,
+                         sphere_d2=sphere_d2, knees=knees, sphere_knees=knees[knees["keys"] == "sphere"],
+                         knee_fits=fits, critical_dh=critical, sphere_critical_dh=sphere_critical, kappa=kappa)
+    _verdicts(P, result, bridge)
+    _quotes(P, result, bridge, seconds)
+    return result.done()
+
+
+def _eps_mid(P) -> float:
+    """The middle tolerance of EPS_VALUES, the one the prose discusses."""
+    return P.EPS_VALUES[len(P.EPS_VALUES) // 2]
+
+
+def _verdicts(P, result, bridge) -> None:
+    f = result.frames
+    result.verdict("ch3b_identity_verdict", identity_verdict(f["identity"]))
+    for family, name in (("gaussian", "Gaussian"), ("sphere", "unit-sphere")):
+        result.verdict(f"ch3b_accuracy_{family}", accuracy_verdict(f["grid"][f["grid"]["keys"] == family], P.GOAL, name))
+    knees = f["knees"]
+    result.verdict("ch3b_sphere_flat_verdict",
+                   flat_knee_verdict(knees[(knees["keys"] == "sphere") & (knees.eps == P.EPS_VALUES[0])]))
+    crit = f["critical_dh"]
+    big = crit[(crit.eps == _eps_mid(P)) & (crit.n >= 1000)]
+    exponent = effective_exponent(big.n, big.d_star)
+    fits = f["knee_fits"]
+    result.verdict("ch3b_growth_verdict", growth_verdict(
+        exponent, float(big.n.min()) if len(big) else math.nan, float(big.n.max()) if len(big) else math.nan,
+        fits[fits.eps == _eps_mid(P)].to_dict(orient="records")))
+    result.quote("ch3b_exponent", exponent, ".2f")
+
+
+def _quotes(P, result, bridge, seconds) -> None:
+    f = result.frames
+    q = result.quote
+    q("ch3b_identity_queries", P.IDENTITY_QUERIES, ",d")
+    q("ch3b_identity_replicates", P.IDENTITY_REPLICATES, ",d")
+    q("ch3b_circle_ratio", (5 / 9) / theory.BARRIER_FRACTION, ".3f")
+    q("ch3b_eps_list_pct", join([number(100 * e) for e in P.EPS_VALUES]))
+    q("ch3b_eps_mid_pct", number(100 * _eps_mid(P)))
+    sph = f["sphere_critical_dh"]
+    q("ch3b_sphere_dstar", join([span(sph[sph.eps == e].d_star.min(), sph[sph.eps == e].d_star.max()).replace("from ", "")
+                                 for e in P.EPS_VALUES]))
+    q("ch3b_crit_n_min", min(P.CRIT_N), ",d")
+    q("ch3b_crit_n_max", max(P.CRIT_N), ",d")
+    q("ch3b_bridge_candidates", "{" + ", ".join("∞" if math.isinf(b) else number(b) for b in BRIDGE_CANDIDATES) + "}")
+    q("ch3b_calib_n", "{" + ", ".join(str(n) for n in P.CALIB_N_VALUES) + "}")
+    q("ch3b_bridge", "∞" if math.isinf(bridge) else number(bridge))
+    q("ch3b_predictor_ms", 1e3 * seconds, ".0f")
+    q("ch3b_trials", P.TRIALS, "d")
+    q("ch3b_fallback_rows", int(f["grid"].fallback_rows.sum()), ",d")
+    q("ch3b_max_se", float(f["grid"].se.max()), ".3f")
+    last = f["kappa"].sort_values("n").iloc[-1]
+    q("ch3b_kappa_ratio", float(last.kappa / last.t4_half), ".2f")
+    crit = f["critical_dh"]
+    mid = crit[(crit.eps == _eps_mid(P)) & (crit.n >= 1000)]
+    ratio = np.log(mid.n) ** 2 / ((math.e - 1) * mid.eps) / mid.d_star
+    q("ch3b_log2_n_low", int(mid.n.min()) if len(mid) else min(P.CRIT_N), ",d")
+    q("ch3b_log2_overstate", span(ratio.min(), ratio.max(), digits=2).replace("from ", "") if len(mid) else "n/a")

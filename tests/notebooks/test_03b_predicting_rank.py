@@ -1,0 +1,46 @@
+"""Chapter 3b's recorded numbers (quick mode): the identity, the predictor's error per grid point, the critical d_h."""
+
+import pytest
+
+from helpers import theory
+
+pytestmark = pytest.mark.notebooks
+
+
+@pytest.fixture(scope="module")
+def metrics(quick_book):
+    return quick_book.metrics("03b_predicting_rank")
+
+
+def test_identity_holds_for_every_key_set(metrics):
+    rows = metrics["values"]["identity"]
+    assert len(rows) >= 6
+    for r in rows:
+        assert abs(r["measured"] - r["predicted"]) < 4 * r["combined_se"], r
+    assert metrics["values"]["ch3b_identity_verdict"]["outcome"] == "agrees"
+
+
+def test_predictor_error_recorded_per_grid_point_and_small(metrics):
+    grid = metrics["values"]["grid"]
+    assert {g["keys"] for g in grid} == {"gaussian", "sphere"}
+    for g in grid:
+        assert g["error"] == pytest.approx(g["predicted"] - g["mc"])
+        # quick mode has few heads per point: allow the goal plus four standard errors of the Monte Carlo mean
+        assert abs(g["error"]) < 0.02 + 4 * g["se"], g
+    for g in grid:
+        if g["d_head"] == 1:  # exact for both key families
+            assert g["predicted"] == pytest.approx(theory.predicted_rank_fraction(g["n"], 1, g["keys"]))
+
+
+def test_critical_dh_grows_with_n_for_gaussian_keys_and_not_for_sphere_keys(metrics):
+    crit = metrics["values"]["critical_dh"]
+    for eps in {c["eps"] for c in crit}:
+        series = [c["d_star"] for c in sorted(crit, key=lambda c: c["n"]) if c["eps"] == eps]
+        assert series == sorted(series) and series[-1] > 4 * series[0]
+        for c in crit:  # the asymptotic form kappa(n) / (2 (e - 1) eps) is within a factor 1.5 of the search
+            assert 1 / 1.5 < c["d_star"] / c["asymptotic"] < 1.5, c
+    sphere = metrics["values"]["sphere_critical_dh"]
+    for eps in {c["eps"] for c in sphere}:
+        values = [c["d_star"] for c in sphere if c["eps"] == eps]
+        assert max(values) - min(values) <= 1
+    assert metrics["values"]["sphere_knees"], "the sphere-key knees are recorded"
