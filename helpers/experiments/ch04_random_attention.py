@@ -334,7 +334,7 @@ def _saturation(P, curves, result) -> None:
 
 
 def saturation_label(attention_kind: str, scale: str, measure: str, inputs: str) -> str:
-    """A saturation curve's name: "hardmax rank (orthonormal)", "softmax numerical, tol 10⁻³ (unit, orthonormal)"."""
+    """A saturation curve's name: "hardmax rank (orthonormal)", "softmax numerical, tol 0.001 (unit, orthonormal)"."""
     if attention_kind == "hardmax":
         return f"hardmax rank ({inputs})"
     return f"softmax {plotting.measure_text(measure)} ({scale}, {inputs})"
@@ -377,7 +377,7 @@ def _layouts(P, result) -> None:
 
 
 def condition_name(attention_kind: str, measure: str, scale: str) -> str:
-    """A summary row's name: "hardmax rank (any scale)" or "softmax numerical, tol 10⁻³, unit"."""
+    """A summary row's name: "hardmax rank (any scale)" or "softmax numerical, tol 0.001, unit" (no e-notation)."""
     return "hardmax rank (any scale)" if attention_kind == "hardmax" else f"softmax {plotting.measure_text(measure)}, {scale}"
 
 
