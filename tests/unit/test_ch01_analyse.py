@@ -3,21 +3,19 @@
 import math
 import re
 
-import nbformat
 import pandas as pd
 import pytest
 import torch
 
-from helpers import attention, parameters, paths, rank, theory
+from helpers import attention, parameters, rank, theory
 from helpers.experiments import ch01_attention_rank as chapter
 from helpers.parameters import ParameterError
 
+from chapter_pattern import resolved_params, assert_notebook_follows_the_pattern
+
 
 def tiny_params(**overrides):
-    P = parameters.validate(MODE=("quick", parameters.mode), SEED=(0, parameters.seed))
-    P.update(N=64, D_HEAD=8, TRIALS=4, SCALES=6)
-    P.update(overrides)
-    return chapter.resolve(P)
+    return resolved_params(chapter, **{**dict(N=64, D_HEAD=8, TRIALS=4, SCALES=6), **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -26,13 +24,9 @@ def result():
 
 
 def test_analyse_quotes_every_number_the_prose_pastes(result):
-    nb = nbformat.read(paths.NBS_DIR / "01_attention_rank.ipynb", as_version=4)
-    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    pasted = set(re.findall(r"\{glue:text\}`([^`]+)`", prose))
-    assert pasted <= set(result.quotes) | set(result.verdicts), pasted - set(result.quotes) - set(result.verdicts)
-    code = [c.source for c in nb.cells if c.cell_type == "code"]
-    assert not any(re.search(r"^\s*def ", c, re.M) for c in code), "no notebook cell defines a function"
-    assert not any("rec." in c or "glue(" in c for c in code), "the glue calls live in helpers"
+    assert_notebook_follows_the_pattern("01_attention_rank", result)
+    texts = [q.text() for q in result.quotes.values()] + [v.sentence for v in result.verdicts.values()]
+    assert not [t for t in texts if re.search(r"\de-?\d|\$", t)], "no e-notation and no maths in glued text"
     texts = [q.text() for q in result.quotes.values()] + [v.sentence for v in result.verdicts.values()]
     assert not [t for t in texts if re.search(r"\d e-?\d|\de-\d|\$", t)], "no e-notation and no maths in glued text"
 
