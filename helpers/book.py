@@ -42,7 +42,8 @@ def reads_metrics(notebook: Path) -> bool:
 def source_notebooks(names: list[str] | None = None) -> list[Path]:
     """The source notebooks in execution order, or those named (by stem, file name or path).
 
-    Chapters run in number order, then the pages that read their metrics (`reads_metrics`), whatever their number.
+    Chapters run in number order (03b after 03), then the pages that read their metrics (`reads_metrics`),
+    whatever their number.
     """
     available = sorted(paths.NBS_DIR.glob("[0-9][0-9]*_*.ipynb"), key=lambda p: (reads_metrics(p), p.name))
     if not names:
@@ -213,7 +214,7 @@ def publish_metrics(root: Path) -> Path:
     source = paths.metrics_dir().resolve()
     if source != target.resolve():
         target.mkdir(parents=True, exist_ok=True)
-        for path in source.glob("[0-9][0-9]_*.json"):
+        for path in source.glob("[0-9][0-9]*_*.json"):
             shutil.copy2(path, target / path.name)
     return target
 

@@ -288,7 +288,7 @@ RULES: tuple[Rule, ...] = (
 def load_all(metrics_dir: Path | None = None) -> dict:
     """Every chapter's metrics file in `metrics_dir` (default: the book's), by notebook name."""
     folder = Path(metrics_dir or paths.metrics_dir())
-    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("[0-9][0-9]_*.json"))}
+    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("[0-9][0-9]*_*.json"))}
 
 
 def evaluate(rule: Rule, metrics: dict) -> Verdict:

@@ -51,6 +51,8 @@ def grid_mc(name: str, n_values, d_values, keys_kinds, trials: int, seed: int) -
 # ------------------------------------------------------------------------------------------------
 
 FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
+FORM_WORDS = {"a + b log n": "a straight line in log n", "a + b (log n)^2": "a straight line in the square of log n",
+              "c n^alpha": "a power of n"}  # how the sentences name the forms
 
 
 def measured_knees(raw: pd.DataFrame, eps_values, bootstrap: int, seed: int) -> pd.DataFrame:
@@ -145,7 +147,7 @@ def accuracy_verdict(errors: pd.DataFrame, goal: float, family: str) -> Verdict:
     side = "above" if errors.loc[i, "error"] > 0 else "below"
     met = worst <= goal
     sentence = (f"for {family} keys the largest error over the {len(errors)} held-out grid points is "
-                f"{worst:.3f} in rank / n (the prediction is {side} the measurement at n = {n}, d_h = {d}), "
+                f"{worst:.3f} in rank / n (the prediction is {side} the measurement at n = {n} and head dimension {d}), "
                 + ("within" if met else "above") + f" the goal of {number(goal)}")
     return Verdict("meets" if met else "misses", sentence, f"max |error| <= {goal:g}",
                    {"max_error": worst, "n": n, "d_head": d, "points": len(errors), "goal": goal})
@@ -174,10 +176,10 @@ def growth_verdict(exponent: float, n_low: float, n_high: float, fits: list[dict
     fitted to the measured knees (by the one loss, RMS log error)."""
     judged = [f for f in fits if f.get("rms_log") is not None]
     best = min(judged, key=lambda f: f["rms_log"])["form"] if judged else None
-    sentence = (f"over n from {number(n_low)} to {number(n_high)} the predicted critical d_h grows like "
-                f"n^{number(exponent, 2)}")
+    sentence = (f"over n from {number(n_low)} to {number(n_high)} the predicted critical head dimension grows like "
+                f"n to the power {number(exponent, 2)}")
     if best is not None:
-        sentence += f"; of the three forms fitted to the measured knees with one loss, {best} fits best"
+        sentence += f"; of the three forms fitted to the measured knees with one loss, {FORM_WORDS[best]} fits best"
     return Verdict("grows" if exponent > 0 else "flat", sentence, "slope of log d* against log n; min RMS log error",
                    {"exponent": exponent, "best_form": best, "n_low": n_low, "n_high": n_high})
 
@@ -307,6 +309,9 @@ def _quotes(P, result, bridge, seconds) -> None:
     sph = f["sphere_critical_dh"]
     q("ch3b_sphere_dstar", join([span(sph[sph.eps == e].d_star.min(), sph[sph.eps == e].d_star.max()).replace("from ", "")
                                  for e in P.EPS_VALUES]))
+    sk = f["knees"][f["knees"]["keys"] == "sphere"]
+    q("ch3b_sphere_knees_measured", join([span(sk[sk.eps == e].knee.min(), sk[sk.eps == e].knee.max(), digits=2)
+                                          .replace("from ", "") for e in P.EPS_VALUES]))
     q("ch3b_crit_n_min", min(P.CRIT_N), ",d")
     q("ch3b_crit_n_max", max(P.CRIT_N), ",d")
     q("ch3b_bridge_candidates", "{" + ", ".join("∞" if math.isinf(b) else number(b) for b in BRIDGE_CANDIDATES) + "}")

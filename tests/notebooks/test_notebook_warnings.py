@@ -41,7 +41,7 @@ def test_the_scan_finds_a_warning_and_skips_accepted_ones(tmp_path):
 
 
 def test_no_notebook_prints_an_unexpected_warning(quick_book):
-    notebooks = sorted(quick_book.book_dir.glob("[0-9][0-9]_*.ipynb"))
+    notebooks = sorted(quick_book.book_dir.glob("[0-9][0-9]*_*.ipynb"))
     assert notebooks, "the quick run wrote no executed notebooks"
     problems = {path.stem: found for path in notebooks if (found := unexpected_warnings(path))}
     assert not problems, problems

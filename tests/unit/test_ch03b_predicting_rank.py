@@ -92,10 +92,10 @@ def test_identity_verdict_pass_and_fail():
 def test_accuracy_verdict_names_the_worst_point():
     errors = pd.DataFrame({"n": [16, 16, 64], "d_head": [1, 4, 8], "error": [0.001, -0.015, 0.012]})
     v = chapter.accuracy_verdict(errors, 0.02, "Gaussian")
-    assert v.outcome == "meets" and "n = 16, d_h = 4" in v.sentence and "below" in v.sentence and "within" in v.sentence
+    assert v.outcome == "meets" and "n = 16 and head dimension 4" in v.sentence and "below" in v.sentence and "within" in v.sentence
     errors.loc[2, "error"] = 0.03
     v = chapter.accuracy_verdict(errors, 0.02, "Gaussian")
-    assert v.outcome == "misses" and "n = 64, d_h = 8" in v.sentence and "above the goal" in v.sentence
+    assert v.outcome == "misses" and "n = 64 and head dimension 8" in v.sentence and "above the goal" in v.sentence
 
 
 def test_flat_knee_verdict_three_outcomes():
@@ -110,7 +110,7 @@ def test_growth_verdict_reports_exponent_and_best_form():
     fits = [{"form": "a + b log n", "rms_log": 0.2}, {"form": "c n^alpha", "rms_log": 0.05},
             {"form": "a + b (log n)^2", "rms_log": 0.1}]
     v = chapter.growth_verdict(0.27, 1e3, 1e5, fits)
-    assert v.outcome == "grows" and "n^0.27" in v.sentence and "c n^alpha fits best" in v.sentence
+    assert v.outcome == "grows" and "power 0.27" in v.sentence and "a power of n fits best" in v.sentence
     assert chapter.growth_verdict(0.0, 1e3, 1e5, [{"form": "c n^alpha", "rms_log": None}]).outcome == "flat"
 
 
