@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import attention, english, parameters, rank, saturation, seeding, theory
+from .. import attention, english, parameters, plotting, rank, saturation, seeding, theory
 from ..results import ChapterResult, Verdict
 from ..threads import torch_threads
 from . import grid, run_sweep
@@ -22,6 +22,7 @@ from .ch04_random_attention_points import (DIAGNOSTICS, LAYOUTS, ORDER, RANK_MEA
                                           layout_d_model, rank_point, weight_std)
 
 SATURATION_FRACTION = 0.95
+LAYOUT_NAMES = {"heads_fixed": "heads fixed", "dmodel_fixed": "d_model fixed"}   # for legends
 
 
 def rank_sweep(n_values, d_heads, inputs, d_model: int, trials: int, seeds, progress: bool = False,
@@ -144,7 +145,7 @@ def init_trend_verdict(peak: float, peak_se: float, last: float) -> Verdict:
     falls = falls_back(peak, peak_se, last)
     sentence = ("falls back: more head dimension gives less numerical rank, because the logit energy is spread over "
                 "more directions" if falls else
-                "has not yet fallen back on this grid, because the largest d_h is below or near d_h*")
+                "has not yet fallen back on this grid, because the largest dₕ is below or near dₕ*")
     return Verdict("falls" if falls else "flat", sentence,
                    rule=f"falls when peak - last > {FALL_Z:g} s.e. of the peak + {FALL_SLACK:g}",
                    evidence={"peak": peak, "peak_se": peak_se, "last": last})
@@ -240,7 +241,11 @@ def _hardmax(P, curves, result) -> None:
     result.quote("ch4_hard_low_top", float(top.rank_over_n.min()), ".3f")
     result.quote("ch4_hard_high_input", str(top.rank_over_n.idxmax()))
     result.quote("ch4_hard_high_top", float(top.rank_over_n.max()), ".3f")
-    result.verdict("ch4_hard_exceedance", exceedance_verdict(hard.z))
+    exceedance = result.verdict("ch4_hard_exceedance", exceedance_verdict(hard.z))
+    # the claims ledger's row for random attention at initialization reads these three
+    result.frames["ch4_hard_exceed"] = exceedance.evidence["exceeding"]
+    result.frames["ch4_hard_points"] = exceedance.evidence["points"]
+    result.frames["ch4_hard_max_z"] = exceedance.evidence["max_z"]
     result.quote("ch4_hard_dmin_max", float(select(hard, d_head=min(P.D_HEADS))["mean"].max()), ".2f")
 
 
@@ -254,7 +259,9 @@ def _softmax(P, curves, result) -> None:
             result.quote(f"ch4_soft_{scale}_{key}", float(at_top.loc[measure, "rank_over_n"]), ".3f")
     unit3 = select(soft, scale="unit", measure=NUM3, d_head=d_max)
     result.quote("ch4_unit_num3_min_over_n", float(unit3.rank_over_n.min()), ".3f")
-    result.quote("ch4_unit_excess", float(select(unit3, n=n_max).rank_over_n.iloc[0]) - bound[n_max], ".3f")
+    excess = float(select(unit3, n=n_max).rank_over_n.iloc[0]) - bound[n_max]
+    result.frames["unit_excess_over_n"] = excess
+    result.quote("ch4_unit_excess", english.signed(excess, "n", above="above", below="below", digits=2))
     gap = (select(soft, scale="raw", measure=NUM3).set_index(["n", "d_head"]).rank_over_n
            - select(result.data["hard"], inputs=ref).set_index(["n", "d_head"]).rank_over_n)
     result.quote("ch4_raw_vs_hard_maxdiff", float(gap.abs().max()), ".3f")
@@ -288,7 +295,7 @@ def _small_d_head(P, curves, result) -> None:
             continue
         part = part.sort_values("d_head")
         if falls_below_running_max(part["mean"], part["sd"] / np.sqrt(part["trials"])):
-            falling.append(f"softmax {rank.title(measure)} ({scale})" if attn == "softmax" else "hardmax rank")
+            falling.append(f"softmax {plotting.measure_text(measure)} ({scale})" if attn == "softmax" else "hardmax rank")
     result.frames["non_monotone_at_n_max"] = falling
     result.quote("ch4_nonmono_list", english.join(falling))
     dmin = select(curves, inputs=ref, n=n_max, d_head=min(P.D_HEADS), attention="softmax").set_index(["scale", "measure"])
@@ -304,7 +311,7 @@ def _saturation(P, curves, result) -> None:
         kind = kind or ref
         if kind not in P.INPUTS:
             continue
-        label = f"{attn} rank ({kind})" if attn == "hardmax" else f"softmax {measure} ({scale}, {kind})"
+        label = saturation_label(attn, scale, measure, kind)
         for n in P.N_VALUES:
             part = select(curves, attention=attn, scale=scale, measure=measure, inputs=kind, n=n)
             point = saturation_d_head(part.d_head, part["mean"])
@@ -312,8 +319,8 @@ def _saturation(P, curves, result) -> None:
                          "status": point.status, "ratio_to_ln_n": point.value / math.log(n)})
     table = pd.DataFrame(rows)
     result.frames["saturation_d_head"] = table
-    hard = table[table.condition == f"hardmax rank ({ref})"].set_index("n").saturation_d_head
-    unit = table[table.condition == f"softmax {NUM3} (unit, {ref})"].set_index("n").saturation_d_head
+    hard = table[table.condition == saturation_label("hardmax", "unit", "hardmax", ref)].set_index("n").saturation_d_head
+    unit = table[table.condition == saturation_label("softmax", "unit", NUM3, ref)].set_index("n").saturation_d_head
     result.quote("ch4_sat_level", f"{100 * SATURATION_FRACTION:g} %")
     result.quote("ch4_sat_hard_nmin", float(hard[n_min]), ".1f")
     result.quote("ch4_sat_hard_nmax", float(hard[n_max]), ".1f")
@@ -327,12 +334,19 @@ def _saturation(P, curves, result) -> None:
     result.verdict("ch4_sat_edges", saturation_edges_verdict(table))
 
 
+def saturation_label(attention_kind: str, scale: str, measure: str, inputs: str) -> str:
+    """A saturation curve's name: "hardmax rank (orthonormal)", "softmax numerical, tol 0.001 (unit, orthonormal)"."""
+    if attention_kind == "hardmax":
+        return f"hardmax rank ({inputs})"
+    return f"softmax {plotting.measure_text(measure)} ({scale}, {inputs})"
+
+
 def saturation_edges_verdict(table: pd.DataFrame) -> Verdict:
     """Which saturation points are not inside the grid (saturated at the smallest d_h already)."""
     edge = table[table.status != saturation.INSIDE]
     names = [f"{r.condition} at n = {r.n}" for r in edge.itertuples()]
     sentence = ("Every one of these curves saturates inside the grid." if not names else
-                f"Already saturated at the smallest d_h (so the value is an upper bound): {english.join(names, separator='; ')}.")
+                f"Already saturated at the smallest dₕ (so the value is an upper bound): {english.join(names, separator='; ')}.")
     return Verdict("inside" if not names else "edge", sentence,
                    rule="a curve saturated at its first grid point reports that point as an upper bound",
                    evidence={"curves": len(table), "at_edge": len(names)})
@@ -364,8 +378,8 @@ def _layouts(P, result) -> None:
 
 
 def condition_name(attention_kind: str, measure: str, scale: str) -> str:
-    """A summary row's name: "hardmax rank (any scale)" or "softmax numerical rank, rtol 1e-03, unit"."""
-    return "hardmax rank (any scale)" if attention_kind == "hardmax" else f"softmax {rank.title(measure)}, {scale}"
+    """A summary row's name: "hardmax rank (any scale)" or "softmax numerical, tol 0.001, unit" (no e-notation)."""
+    return "hardmax rank (any scale)" if attention_kind == "hardmax" else f"softmax {plotting.measure_text(measure)}, {scale}"
 
 
 def _summary(P, curves, result) -> None:

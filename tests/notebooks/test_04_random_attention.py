@@ -114,7 +114,15 @@ def test_layout_comparison_uses_the_stated_widths(metrics):
 def test_summary_says_the_barrier_holds_for_hardmax_only_where_it_should(metrics):
     table = {r["condition"]: r for r in metrics["values"]["summary_table"]}
     assert table["hardmax rank (any scale)"]["barrier holds?"] == "yes (below)"
-    assert table[f"softmax {NUM3.replace('@', ' rank, rtol ')}, unit"]["barrier holds?"] == "no (above)"
+    assert table[ri.condition_name("softmax", NUM3, "unit")]["barrier holds?"] == "no (above)"
+    assert "softmax numerical, tol 0.001, unit" in table, "condition names in words, without e-notation"
+
+
+def test_the_claims_ledger_row_reads_the_hardmax_exceedance(metrics):
+    v = metrics["values"]
+    assert v["ch4_hard_exceed"] == v["ch4_hard_exceedance"]["evidence"]["exceeding"] == 0
+    assert v["ch4_hard_points"] == len(pick(v["curves"], attention="hardmax"))
+    assert v["ch4_hard_max_z"] == v["ch4_hard_exceedance"]["evidence"]["max_z"] < 3.0
 
 
 def test_verdicts_are_recorded_with_their_rule_and_evidence(metrics):

@@ -1,44 +1,30 @@
 """Chapter 04's analyse(P) at tiny sizes, and every verdict rule on inputs built for each outcome."""
 
-import math
-import re
 
-import nbformat
 import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import parameters, paths, theory
+from helpers import parameters, theory
 from helpers.experiments import ch04_random_attention as chapter
 from helpers.parameters import ParameterError
 
+from chapter_pattern import resolved_params, analyse_in_private_store, assert_notebook_follows_the_pattern
+
 
 def tiny_params(**overrides):
-    P = parameters.validate(MODE=("quick", parameters.mode), SEED=(0, parameters.seed))
-    P.update(N_VALUES=[16, 32], D_HEADS=[1, 2, 4, 8], INPUTS=None, D_MODEL=32, TRIALS=4, HEADS=2,
-             LAYOUT_INPUT="gaussian", SCHEDULER=None)
-    P.update(overrides)
-    return chapter.resolve(P)
+    tiny = dict(N_VALUES=[16, 32], D_HEADS=[1, 2, 4, 8], INPUTS=None, D_MODEL=32, TRIALS=4, HEADS=2,
+                LAYOUT_INPUT="gaussian", SCHEDULER=None)
+    return resolved_params(chapter, **{**tiny, **overrides})
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HELPERS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    try:
-        yield chapter.analyse(tiny_params())
-    finally:
-        mp.undo()
+    return analyse_in_private_store(tmp_path_factory, chapter.analyse, tiny_params())
 
 
 def test_analyse_quotes_every_number_the_prose_pastes(result):
-    nb = nbformat.read(paths.NBS_DIR / "04_random_attention.ipynb", as_version=4)
-    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    pasted = set(re.findall(r"\{glue:text\}`([^`]+)`", prose))
-    assert pasted <= set(result.quotes) | set(result.verdicts)
-    code = [c.source for c in nb.cells if c.cell_type == "code"]
-    assert not any(re.search(r"^\s*def ", c, re.M) for c in code), "no notebook cell defines a function"
-    assert not any("rec.glue" in c or "rec.record" in c for c in code), "the glue calls live in helpers"
+    assert_notebook_follows_the_pattern("04_random_attention", result)
 
 
 def test_analyse_numbers_agree_with_their_frames_and_closed_forms(result):
