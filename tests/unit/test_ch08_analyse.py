@@ -1,12 +1,11 @@
 """Chapter 08's analyse(P) at tiny sizes, and every verdict rule on inputs built for each outcome."""
 
 import math
-import re
 
-import nbformat
 import pytest
+from chapter_checks import analyse_in_private_store, check_notebook_against
 
-from helpers import parameters, paths, theory
+from helpers import parameters, theory
 from helpers.experiments import ch08_where_it_breaks as chapter
 from helpers.parameters import ParameterError
 
@@ -21,22 +20,11 @@ def tiny_params(**overrides):
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HELPERS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    try:
-        yield chapter.analyse(tiny_params())
-    finally:
-        mp.undo()
+    return analyse_in_private_store(chapter, tiny_params(), tmp_path_factory)
 
 
 def test_analyse_quotes_every_number_the_prose_pastes(result):
-    nb = nbformat.read(paths.NBS_DIR / "08_where_it_breaks.ipynb", as_version=4)
-    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    pasted = set(re.findall(r"\{glue:text\}`([^`]+)`", prose))
-    assert pasted <= set(result.quotes) | set(result.verdicts), pasted - set(result.quotes) - set(result.verdicts)
-    code = [c.source for c in nb.cells if c.cell_type == "code"]
-    assert not any(re.search(r"^\s*def ", c, re.M) for c in code), "no notebook cell defines a function"
-    assert not any("glue(" in c or "rec.record" in c or "set_num_threads" in c for c in code)
+    check_notebook_against("08_where_it_breaks", result)
 
 
 def test_analyse_numbers_agree_with_their_frames_and_closed_forms(result):

@@ -1,12 +1,10 @@
 """Chapter 09's analyse(P) at tiny sizes (one short window of the real model), and every verdict rule on inputs
 built for each outcome."""
 
-import re
-
-import nbformat
 import pytest
+from chapter_checks import analyse_in_private_store, check_notebook_against
 
-from helpers import parameters, paths, theory
+from helpers import parameters, theory
 from helpers.experiments import ch09_pretrained_model as chapter
 
 
@@ -19,12 +17,7 @@ def tiny_params(**overrides):
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HELPERS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    try:
-        yield chapter.analyse(tiny_params())
-    finally:
-        mp.undo()
+    return analyse_in_private_store(chapter, tiny_params(), tmp_path_factory)
 
 
 def test_resolve_sorts_n_and_always_adds_the_headline_tolerance():
@@ -34,13 +27,7 @@ def test_resolve_sorts_n_and_always_adds_the_headline_tolerance():
 
 
 def test_analyse_quotes_every_number_the_prose_pastes(result):
-    nb = nbformat.read(paths.NBS_DIR / "09_pretrained_model.ipynb", as_version=4)
-    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    pasted = set(re.findall(r"\{glue:text\}`([^`]+)`", prose))
-    assert pasted <= set(result.quotes) | set(result.verdicts), pasted - set(result.quotes) - set(result.verdicts)
-    code = [c.source for c in nb.cells if c.cell_type == "code"]
-    assert not any(re.search(r"^\s*def ", c, re.M) for c in code), "no notebook cell defines a function"
-    assert not any("glue(" in c or "rec.record" in c for c in code)
+    check_notebook_against("09_pretrained_model", result)
 
 
 def test_analyse_numbers_agree_with_their_frames(result):
