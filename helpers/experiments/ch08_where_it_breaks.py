@@ -114,24 +114,24 @@ def collapse_verdict(pure_max: float, residual_min: float) -> Verdict:
 
 # ------------------------------------------------------------------------------------------------ the sweeps
 def run_counterexamples(n: int, d_head: int, seeds: list[int]):
-    return run_sweep("ch8_counterexamples", counterexample_point, grid(n=[n], d_head=[d_head]), seeds)
+    return run_sweep("ch8_counterexamples", counterexample_point, grid(n=[n], d_head=[d_head]), seeds, progress=False)
 
 
 def run_temperature(heads: list[str], n: int, d_head: int, ratios: list[float], trials: int, seeds: list[int]):
     return run_sweep("ch8_temperature", temperature_point,
-                     grid(head=heads, n=[n], d_head=[d_head], ratios=[list(ratios)], trials=[trials]), seeds)
+                     grid(head=heads, n=[n], d_head=[d_head], ratios=[list(ratios)], trials=[trials]), seeds, progress=False)
 
 
 def run_depth(positions, archs, norms, n, depth, d_model, n_heads, vocab, batch, seeds):
     return run_sweep("ch8_depth", depth_point,
                      grid(pos=positions, arch=archs, norm=norms, n=[n], depth=[depth], d_model=[d_model],
-                          n_heads=[n_heads], vocab=[vocab], batch=[batch]), seeds)
+                          n_heads=[n_heads], vocab=[vocab], batch=[batch]), seeds, progress=False)
 
 
 def run_trained(tasks, n, steps, d_model, n_heads, n_layers, examples, seeds):
     return run_sweep("ch8_trained", trained_point,
                      grid(task=tasks, n=[n], steps=[steps], d_model=[d_model], n_heads=[n_heads],
-                          n_layers=[n_layers], examples=[examples]), seeds)
+                          n_layers=[n_layers], examples=[examples]), seeds, progress=False)
 
 
 # ------------------------------------------------------------------------------------------------ the chapter
