@@ -237,6 +237,9 @@ def _spread(P, layers, result) -> None:
         ["hardmax", HEADLINE]].mean() / n_top).reset_index()
 
 
+SINK_TABLE_HEADERS = {"mass_special": "mass on [CLS] + [SEP]", "mass_punct": "mass on punctuation",
+                      "mass_top3": "mass on the top 3 columns", "argmax_sink": "rows with argmax on a sink",
+                      "hardmax_over_n": "hardmax rank / n", "sink_share_of_rank": "sink columns' share of the rank"}
 SINK_COLUMNS = ["mass_special", "mass_punct", "mass_top3", "argmax_sink", "hardmax_sink", "hardmax_other", "sink_columns"]
 
 
@@ -261,8 +264,7 @@ def _sinks(P, facts, df, result) -> None:
     result.quote("ch9_sink_argmax_layer1", float(top.loc[("pretrained", 1), "argmax_sink"]), ".2f")
     per_head_top = df[(df.n == n_top) & (df.weights == "pretrained")]
     result.quote("ch9_sink_corr", float(np.corrcoef(per_head_top.argmax_sink, per_head_top.hardmax / n_top)[0, 1]), ".2f")
-    result.data["sink_table"] = top[["mass_special", "mass_punct", "mass_top3", "argmax_sink", "hardmax_over_n",
-                                     "sink_share_of_rank"]]
+    result.data["sink_table"] = top[list(SINK_TABLE_HEADERS)].rename(columns=SINK_TABLE_HEADERS)
 
 
 def _example(P, heads, result) -> None:
