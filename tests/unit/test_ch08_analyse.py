@@ -56,6 +56,7 @@ def test_resolve_checks_linked_parameters_before_any_work():
 def test_closed_form_verdict():
     assert chapter.closed_form_verdict([16, 8.0], [16, 8.0]).outcome == "match"
     assert chapter.closed_form_verdict([16, 8.0 + 5e-3], [16, 8.0]).outcome == "match"     # within 1e-3 (1 + 8)
+    assert chapter.closed_form_verdict([8.02], [8.0]).outcome == "mismatch", "off by 0.02 > 1e-3 (1 + 8)"
     bad = chapter.closed_form_verdict([16, 8.2], [16, 8.0])
     assert bad.outcome == "mismatch" and "only 1 of 2 entries" in bad.sentence
     assert chapter.closed_form_verdict([], []).outcome == "mismatch"
