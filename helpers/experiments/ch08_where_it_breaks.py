@@ -1,244 +1,291 @@
 """Chapter 8, "Where the barrier breaks": counterexamples, temperature, positions and depth, trained heads.
 
-Each `*_point` is a top-level function `(**config, seed) -> list of plain-number row dicts` run through
-`run_sweep` (cached, seeded); each `run_*` wraps the sweep and returns a tidy DataFrame.
-
-    counterexample_point  every counterexample under every measure, next to its closed form
-    temperature_point     rank of a head against T, and the softmax-hardmax / softmax-uniform gaps with their bounds
-    depth_point           token states and attention ranks layer by layer for one architecture at initialization
-    trained_point         one small model trained on a synthetic task: every head's rank at init and after training
+The grid points (`counterexample_point`, `temperature_point`, `depth_point`, `trained_point`) live in
+`ch08_where_it_breaks_points`, so that edits here (the analysis, verdict rules and sentences) keep the cached
+sweeps and trained models. This module runs the sweeps (`run_*`, tidy DataFrames), and `analyse(P)` turns them into
+the chapter's `ChapterResult`: the recorded frames, the numbers the prose quotes and the verdicts with their rules.
 """
 
 import math
 
-import torch
+import numpy as np
+import pandas as pd
 
-from .. import attention, counterexamples as cx, rank, seeding, theory
-from ..capture import attention_ranks
-from ..data import load
-from ..models import build_model
-from ..train import final, train
+from .. import counterexamples as cx, english, parameters, seeding, theory
+from ..ledger import number as power_number   # tiny numbers as "3.7 × 10⁻⁷" for the prose, never e-notation
+from ..results import ChapterResult, Verdict
+from ..threads import torch_threads
 from . import grid, run_sweep
+from .ch08_where_it_breaks_points import (ARCHS, EXAMPLES, MEASURES, ORDER, POSITIONS, RTOLS,  # noqa: F401
+                                          TEMPERATURE_HEADS, arch_fields, counterexample_point, depth_point,
+                                          head_logits, layer_states, measure_all, temperature_point, trained_point)
 
-RTOLS = (1e-2, 1e-3, 1e-5, 1e-8)
-EXAMPLES = ("identity", "previous_token", "causal_random", "uniform_causal", "uniform", "random_softmax",
-            "random_hardmax")
-TEMPERATURE_HEADS = ("random", "identity", "previous_token", "causal_random")
-ARCHS = ("attn", "attn+mlp", "attn+res", "attn+res+mlp")
-POSITIONS = ("none", "sinusoidal", "learned", "rope")
+# (quick, full) defaults of the parameters left at None
+DEFAULTS = {"N": (32, 64), "TEMPERATURES": (np.logspace(-5, 3, 17).tolist(), np.logspace(-5, 3, 33).tolist()),
+            "TRIALS": (4, 8), "DEPTH": (4, 8), "TASKS": (["reversal", "copy"], ["reversal", "copy", "sorting", "recall"]),
+            "TRAIN_STEPS": (150, 400), "TRAIN_SEEDS": (1, 2)}
+DEPTH_N, DEPTH_VOCAB, DEPTH_D_MODEL, DEPTH_HEADS, DEPTH_BATCH = 32, 16, 64, 4, (4, 8)   # (quick, full) batch
+TRAIN_N, TRAIN_D_MODEL, TRAIN_HEADS, TRAIN_LAYERS, TRAIN_EXAMPLES = 16, 32, 2, 2, 32
+NUM3, NUM8 = MEASURES[2], MEASURES[4]     # "numerical@1e-03" (headline), "numerical@1e-08"
+SHORT = {"identity": "id", "previous_token": "prev", "causal_random": "causal", "uniform_causal": "ucausal",
+         "random_softmax": "rand"}
+TAGS = {"hardmax": "hm", NUM3: "num3", "effective": "eff", "stable": "st", NUM8: "num8"}
 
-
-ORDER = ("hardmax", "numerical", "effective", "stable")
-MEASURES = rank.labels(ORDER, RTOLS)       # "hardmax", "numerical@1e-02", ..., "effective", "stable"
-
-
-def measure_all(matrix: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Every measure of `(..., n, n)` probabilities at this chapter's tolerances: {label: `(...)` float64}."""
-    return rank.measures(matrix, ORDER, RTOLS)
-
-
-# ---------------------------------------------------------------- (a) counterexamples
-def _closed_forms(example: str, n: int) -> dict[str, float | None]:
-    """Closed-form rank per measure (None where there is no closed form)."""
-    if example == "identity":
-        return {m: float(n) for m in MEASURES}
-    if example == "previous_token":
-        form = cx.hardmax_closed_form(cx.previous_token_counts(n))
-        return {"hardmax": form["hardmax"], **{rank.label("numerical", t): form["numerical"] for t in RTOLS},
-                "effective": form["effective"], "stable": form["stable"]}
-    if example == "uniform":
-        return {m: 1.0 for m in MEASURES}
-    if example == "uniform_causal":
-        return {"hardmax": 1.0}
-    return {}
+# ------------------------------------------------------------------------------------------------ verdict rules
+CLOSED_RTOL = 1e-3      # a measured rank matches its closed form within 1e-3 (relative and absolute)
+BREAK_SDS = 3.0         # a head breaks the barrier above E[rank] + 3 standard errors of a mean of i.i.d. draws
+COLLAPSED = 1e-3        # token states count as collapsed below this relative residual
+KEPT = 0.1              # ... and as kept apart above this one
 
 
-def counterexample_point(n: int, d_head: int, seed: int) -> list[dict]:
-    """Every counterexample (and a random head for comparison) under every measure.
-
-    The identity and previous-token heads are evaluated at their certified temperature T* (below it the
-    numerical rank provably equals the hardmax rank), the causal and random heads at T = sqrt(d_h) on random
-    logits, the two uniform matrices exactly. Rows: example, temperature, measure, rank, closed_form, exact_rank
-    (the rank in exact arithmetic when it is known in closed form).
-    """
-    gen = seeding.torch_generator(seed)
-    t_default = math.sqrt(d_head)
-    identity = cx.identity_head_logits(n, d_head, gen)
-    previous = cx.previous_token_logits(n, d_head)
-    random_logits = attention.random_logits(n, d_head, generator=gen)[0]
-    t_id, t_prev = cx.certified_temperature(identity), cx.certified_temperature(previous)
-    matrices = {
-        "identity": (attention.softmax_attention(identity, t_id), t_id, n),
-        "previous_token": (attention.softmax_attention(previous, t_prev), t_prev, None),
-        "causal_random": (cx.causal_attention(random_logits, t_default), t_default, n),
-        "uniform_causal": (cx.uniform_causal(n), math.inf, n),
-        "uniform": (cx.uniform_attention(n), math.inf, 1),
-        "random_softmax": (attention.softmax_attention(random_logits, t_default), t_default, None),
-        "random_hardmax": (attention.hardmax_attention(random_logits), 0.0, None),
-    }
-    rows = []
-    for example, (matrix, temperature, exact) in matrices.items():
-        forms = _closed_forms(example, n)
-        for measure, value in measure_all(matrix).items():
-            rows.append({"example": example, "temperature": temperature, "measure": measure, "rank": float(value),
-                         "closed_form": forms.get(measure), "exact_rank": exact})
-    rows.append({"example": "causal_random", "temperature": 0.0, "measure": "hardmax_of_logits",
-                 "rank": float(rank.hardmax_rank(random_logits.masked_fill(cx.causal_mask(n), float("-inf")))),
-                 "closed_form": None, "exact_rank": None})
-    return rows
+def closed_form_verdict(ranks, forms, rtol: float = CLOSED_RTOL) -> Verdict:
+    """Whether every measured rank with a closed form matches it (|rank - form| <= rtol + rtol |form|)."""
+    ranks, forms = np.asarray(ranks, dtype=float), np.asarray(forms, dtype=float)
+    ok = np.isclose(ranks, forms, rtol=rtol, atol=rtol)
+    matches, total = int(ok.sum()), int(ok.size)
+    tolerance = power_number(rtol, 1, plain=True)
+    if total and matches == total:
+        sentence = f"all {total} entries that have a closed form match it to within {tolerance}"
+    else:
+        sentence = (f"only {english.count_of(matches, total, 'entry', 'entries')} that have a closed form match it to "
+                    f"within {tolerance}")
+    return Verdict("match" if total and matches == total else "mismatch", sentence,
+                   rule=f"a rank matches its closed form when |rank - form| <= {rtol:g} (1 + |form|)",
+                   evidence={"entries": total, "matching": matches, "rtol": rtol})
 
 
-def run_counterexamples(n: int, d_head: int, seeds: list[int]):
-    return run_sweep("ch8_counterexamples", counterexample_point, grid(n=[n], d_head=[d_head]), seeds)
+def bounds_verdict(share: float) -> Verdict:
+    """Whether the cold-gap and hot-gap bounds held on every matrix (`share` = fraction of checks that held)."""
+    if share == 1.0:
+        return Verdict("hold", "Both bounds held on every matrix of the sweep",
+                       rule="both bounds hold on every matrix", evidence={"share": share})
+    return Verdict("violated", f"The bounds failed on {english.percent(1 - share)} of the checks",
+                   rule="both bounds hold on every matrix", evidence={"share": share})
 
 
-# ---------------------------------------------------------------- (b) temperature
-def head_logits(head: str, n: int, d_head: int, trials: int, gen: torch.Generator) -> torch.Tensor:
-    """Logits `(trials, n, n)` of a named head ("random" heads are i.i.d. draws; the others are repeated)."""
-    if head in ("random", "causal_random"):
-        logits = attention.random_logits(n, d_head, batch=trials, generator=gen)
-        if head == "causal_random":
-            logits = logits.masked_fill(cx.causal_mask(n), float("-inf"))
-        return logits
-    if head == "identity":
-        return torch.stack([cx.identity_head_logits(n, d_head, gen) for _ in range(trials)])
-    if head == "previous_token":
-        return cx.previous_token_logits(n, d_head)[None]
-    raise ValueError(f"head must be one of {TEMPERATURE_HEADS}; got {head!r}")
+def lukewarm_verdict(peak: float, barrier: float) -> Verdict:
+    """Whether a random head's numerical rank at 1e-3 rises above the barrier somewhere between the two limits."""
+    exceeds = peak > barrier
+    sentence = ("the softmax of a random head exceeds the barrier under the numerical measure" if exceeds else
+                "the softmax of a random head stays below the barrier under the numerical measure, even at its peak")
+    return Verdict("exceeds" if exceeds else "below", sentence, rule="the peak over temperature > the barrier",
+                   evidence={"peak": peak, "barrier": barrier})
 
 
-def temperature_point(head: str, n: int, d_head: int, ratios: list[float], trials: int, seed: int) -> list[dict]:
-    """For T = ratio * sqrt(d_h): mean rank per measure, and (unmasked heads) the gaps to the hardmax and
-    uniform limits with their bounds. Rows: ratio, temperature, quantity, value (mean over trials)."""
-    gen = seeding.torch_generator(seed)
-    logits = head_logits(head, n, d_head, trials, gen)  # (trials, n, n)
-    hard = attention.hardmax_attention(logits)
-    hard_sigma = rank.singular_values(hard)
-    uniform = cx.uniform_attention(n)
-    rows = []
-    for ratio in ratios:
-        t = ratio * math.sqrt(d_head)
-        probs = attention.softmax_attention(logits, t)  # masked entries are -inf -> 0
-        values = {m: v.mean() for m, v in measure_all(probs).items()}
-        if head != "causal_random":
-            gap = probs - hard
-            sigma_gap = (rank.singular_values(probs) - hard_sigma).abs()
-            values.update({
-                "gap_spectral": torch.linalg.matrix_norm(gap, 2).mean(),
-                "gap_frobenius": gap.norm(dim=(-2, -1)).mean(),
-                "gap_bound": cx.gap_bound(logits, t).mean(),
-                "gap_bound_crude": cx.gap_bound(logits, t, crude=True).mean(),
-                "weyl_max_sigma_diff": sigma_gap.max(-1).values.mean(),
-                "mirsky_sigma_diff": sigma_gap.norm(dim=-1).mean(),
-                "hot_gap": (probs - uniform).norm(dim=(-2, -1)).mean(),
-                "hot_bound": cx.hot_bound(logits, t).mean(),
-                "bound_holds": ((gap.norm(dim=(-2, -1)) <= cx.gap_bound(logits, t) * (1 + 1e-9) + 1e-12)
-                                & ((probs - uniform).norm(dim=(-2, -1)) <= cx.hot_bound(logits, t) * (1 + 1e-9)
-                                   + 1e-12)).double().mean(),
-            })
-        rows.extend({"ratio": ratio, "temperature": t, "quantity": q, "value": float(v)} for q, v in values.items())
-    if head != "causal_random":
-        certified = [cx.certified_temperature(logits[i]) for i in range(logits.shape[0])]
-        rows.append({"ratio": None, "temperature": float(min(certified)), "quantity": "certified_temperature",
-                     "value": float(min(certified))})
-        rows.append({"ratio": None, "temperature": None, "quantity": "margin_min",
-                     "value": float(cx.margins(logits).min())})
-    return rows
-
-
-def run_temperature(heads: list[str], n: int, d_head: int, ratios: list[float], trials: int, seeds: list[int]):
-    return run_sweep("ch8_temperature", temperature_point,
-                     grid(head=heads, n=[n], d_head=[d_head], ratios=[list(ratios)], trials=[trials]), seeds)
-
-
-# ---------------------------------------------------------------- (c) positions and depth
-def arch_fields(arch: str) -> dict:
-    """ModelConfig fields of an architecture label: attention-only or with MLP, with or without residuals."""
-    if arch not in ARCHS:
-        raise ValueError(f"arch must be one of {ARCHS}; got {arch!r}")
-    return {"mlp": "mlp" in arch, "residual": "res" in arch}
-
-
-def layer_states(model, x: torch.Tensor) -> torch.Tensor:
-    """Token states entering block 0 and leaving every block: `(layers + 1, batch, n, d_model)`, no grad.
-
-    Forward hooks on the blocks, removed in `finally`."""
-    states = []
-    handles = [model.blocks[0].register_forward_pre_hook(lambda mod, args: states.append(args[0].detach()))]
-    handles += [block.register_forward_hook(lambda mod, args, out: states.append(out.detach()))
-                for block in model.blocks]
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        for handle in handles:
-            handle.remove()
-        model.train(was_training)
-    return torch.stack(states)
-
-
-def depth_point(pos: str, arch: str, norm: str, n: int, depth: int, d_model: int, n_heads: int, vocab: int,
-                batch: int, seed: int) -> list[dict]:
-    """One randomly initialised model: per layer, Dong et al.'s relative residual of the token states and the
-    mean (over batch and heads) attention rank under each measure. Layer 0 is the input to the first block."""
-    model = build_model(vocab_size=vocab, task="features", d_model=d_model, n_heads=n_heads, n_layers=depth,
-                        pos=pos, norm=norm, max_len=max(n, 16), seed=seeding.derive_seed(seed, "model"),
-                        device="cpu", **arch_fields(arch))
-    tokens = torch.randint(0, vocab, (batch, n), generator=seeding.torch_generator(seeding.derive_seed(seed, "x")))
-    states = layer_states(model, tokens)  # (depth + 1, batch, n, d_model)
-    residual = cx.collapse_residual(states)  # (depth + 1, batch)
-    ranks = attention_ranks(model, tokens, measures=("hardmax", "numerical", "effective"))  # (depth, batch, heads)
-    distinct = float(torch.tensor([len(set(row.tolist())) for row in tokens], dtype=torch.float64).mean())
-    rows = []
-    for layer in range(depth + 1):
-        row = {"layer": layer, "residual": float(residual[layer].mean()), "distinct_tokens": distinct,
-               "state_norm": float(states[layer].norm(dim=-1).mean())}
-        if layer >= 1:
-            row.update({f"rank_{m}": float(v[layer - 1].mean()) for m, v in ranks.items()})
-        rows.append(row)
-    return rows
-
-
-def run_depth(positions, archs, norms, n, depth, d_model, n_heads, vocab, batch, seeds):
-    return run_sweep("ch8_depth", depth_point,
-                     grid(pos=positions, arch=archs, norm=norms, n=[n], depth=[depth], d_model=[d_model],
-                          n_heads=[n_heads], vocab=[vocab], batch=[batch]), seeds)
-
-
-# ---------------------------------------------------------------- (d) trained heads
-def breaking_threshold(n: int, examples: int, sds: float = 3.0) -> float:
+def breaking_threshold(n: int, examples: int, sds: float = BREAK_SDS) -> float:
     """Mean hardmax rank over `examples` inputs above which a head is said to break the barrier:
     E[rank] of the balls-in-bins bound plus `sds` standard errors of a mean of `examples` i.i.d. draws."""
     return theory.expected_hardmax_rank(n) + sds * math.sqrt(theory.hardmax_rank_variance(n) / examples)
 
 
-def trained_point(task: str, n: int, steps: int, d_model: int, n_heads: int, n_layers: int, examples: int,
-                  seed: int) -> list[dict]:
-    """Train one small model on a synthetic task; every head's mean rank over `examples` test inputs at init and
-    after training. Rows: stage ("init"/"trained"), layer, head, rank_<measure>, test_accuracy, causal."""
-    data = load(task, n=n, seed=seed)
-    model = build_model(d_model=d_model, n_heads=n_heads, n_layers=n_layers, seed=seed, device="cpu",
-                        **data.model_fields())
-    probe = data.test_x[:examples]
-    measures = ("hardmax", "numerical", "effective")
-    stages = {"init": attention_ranks(model, probe, measures=measures)}
-    history = train(model, data, steps=steps, batch_size=64, lr=3e-3, seed=seed, device="cpu", progress=False)
-    stages["trained"] = attention_ranks(model, probe, measures=measures)
-    accuracy = final(history, "test_accuracy")
-    length = probe.shape[-1]
-    rows = []
-    for stage, ranks in stages.items():
-        for layer in range(n_layers):
-            for head in range(n_heads):
-                rows.append({"stage": stage, "layer": layer, "head": head, "length": length,
-                             "causal": bool(data.causal), "test_accuracy": accuracy,
-                             **{f"rank_{m}": float(ranks[m][layer, :, head].mean()) for m in measures}})
-    return rows
+def trained_verdict(breaking_by_task: dict[str, int], heads: int) -> Verdict:
+    """How many trained heads break the barrier, and on which tasks (`breaking_by_task`: task -> breaking heads)."""
+    total = int(sum(breaking_by_task.values()))
+    tasks = [task for task, k in breaking_by_task.items() if k > 0]
+    if total == 0:
+        sentence = f"none of the {english.plural(heads, 'trained head')} breaks the barrier"
+    else:
+        where = f"all of them on {tasks[0]}" if len(tasks) == 1 else f"on {english.join(tasks)}"
+        sentence = f"{english.count_of(total, heads, 'trained head')} break the barrier, {where}"
+    return Verdict("breaks" if total else "holds", sentence,
+                   rule=f"a head breaks the barrier when its mean hardmax rank exceeds E[rank] by more than "
+                        f"{BREAK_SDS:g} standard errors of a mean of i.i.d. draws",
+                   evidence={"heads": heads, "breaking": total, "by_task": dict(breaking_by_task)})
+
+
+def collapse_verdict(pure_max: float, residual_min: float) -> Verdict:
+    """Rank collapse with depth: do pure-attention stacks collapse (largest relative residual below COLLAPSED) while
+    stacks with skip connections keep their tokens apart (smallest above KEPT)?"""
+    collapses, kept = pure_max < COLLAPSED, residual_min > KEPT
+    pure, res = power_number(pure_max, 2, plain=True), power_number(residual_min, 2, plain=True)
+    if collapses and kept:
+        outcome, sentence = "prevented", (f"without skip connections the token states collapse (relative residual at "
+                                          f"most {pure}) and residual connections prevent it (at least {res})")
+    elif collapses:
+        outcome, sentence = "collapses", (f"the token states collapse without skip connections (relative residual at "
+                                          f"most {pure}), and residual connections do not keep them apart either "
+                                          f"(down to {res})")
+    else:
+        outcome, sentence = "no_collapse", (f"the token states of pure attention stacks do not collapse on this grid "
+                                            f"(relative residual up to {pure})")
+    return Verdict(outcome, sentence, rule=f"collapsed below a relative residual of {COLLAPSED:g}, kept apart above "
+                                           f"{KEPT:g}", evidence={"pure_max": pure_max, "residual_min": residual_min})
+
+
+# ------------------------------------------------------------------------------------------------ the sweeps
+def run_counterexamples(n: int, d_head: int, seeds: list[int]):
+    return run_sweep("ch8_counterexamples", counterexample_point, grid(n=[n], d_head=[d_head]), seeds, progress=False)
+
+
+def run_temperature(heads: list[str], n: int, d_head: int, ratios: list[float], trials: int, seeds: list[int]):
+    return run_sweep("ch8_temperature", temperature_point,
+                     grid(head=heads, n=[n], d_head=[d_head], ratios=[list(ratios)], trials=[trials]), seeds, progress=False)
+
+
+def run_depth(positions, archs, norms, n, depth, d_model, n_heads, vocab, batch, seeds):
+    return run_sweep("ch8_depth", depth_point,
+                     grid(pos=positions, arch=archs, norm=norms, n=[n], depth=[depth], d_model=[d_model],
+                          n_heads=[n_heads], vocab=[vocab], batch=[batch]), seeds, progress=False)
 
 
 def run_trained(tasks, n, steps, d_model, n_heads, n_layers, examples, seeds):
     return run_sweep("ch8_trained", trained_point,
                      grid(task=tasks, n=[n], steps=[steps], d_model=[d_model], n_heads=[n_heads],
-                          n_layers=[n_layers], examples=[examples]), seeds)
+                          n_layers=[n_layers], examples=[examples]), seeds, progress=False)
+
+
+# ------------------------------------------------------------------------------------------------ the chapter
+def resolve(P):
+    """Fill the mode defaults of `P` (recorded as resolved) and check the constraints that link parameters."""
+    for name, (quick, full) in DEFAULTS.items():
+        P[name] = P.mode_default(name, quick=quick, full=full)
+    parameters.require(P.D_HEAD % 2 == 0, "D_HEAD", P.D_HEAD,
+                       "an even integer (sinusoidal positions come in sin/cos pairs)")
+    parameters.require(cx.previous_token_condition(P.N, P.D_HEAD), "D_HEAD", P.D_HEAD,
+                       "a value for which the previous-token head's first row picks column 0 "
+                       "(f(1) > f(m) for 2 <= m <= n; true for D_HEAD >= 12 at every allowed N)")
+    return P
+
+
+def analyse(P) -> ChapterResult:
+    """Run every sweep of the chapter for resolved parameters `P` (one torch thread: every matrix and model here
+    is tiny) and return its frames, quotes and verdicts."""
+    result = ChapterResult()
+    result.quote("ch8_n", P.N, "d")
+    result.quote("ch8_d_head", P.D_HEAD, "d")
+    result.quote("ch8_barrier", theory.expected_hardmax_rank(P.N), ".1f")
+    result.quote("ch8_sqrt_dh", math.sqrt(P.D_HEAD), ".1f")
+    with torch_threads(1):
+        _counterexamples(P, result)
+        _temperature(P, result)
+        _depth(P, result)
+        _trained(P, result)
+    return result.done()
+
+
+def _counterexamples(P, result) -> None:
+    examples = run_counterexamples(P.N, P.D_HEAD, [P.SEED])
+    result.frames["counterexample_ranks"] = examples
+    table = examples.pivot_table(index="example", columns="measure", values="rank", sort=False)
+    ranks = table[list(MEASURES)]
+    result.data["ranks_table"] = ranks
+    closed = examples.dropna(subset=["closed_form"])
+    result.verdict("ch8_closed_match", closed_form_verdict(closed["rank"], closed["closed_form"]))
+    for example, short in SHORT.items():
+        for measure, tag in TAGS.items():
+            result.quote(f"ch8_{short}_{tag}", float(ranks.loc[example, measure]), ".1f" if tag in ("eff", "st") else ".0f")
+    result.quote("ch8_causal_hm_logits", float(table.loc["causal_random", "hardmax_of_logits"]), ".0f")
+    result.quote("ch8_causal_hm_expected", cx.expected_causal_hardmax_rank(P.N), ".1f")
+    temperature = examples.groupby("example").temperature.first()
+    result.quote("ch8_t_id", float(temperature["identity"]), ".3f")
+    result.quote("ch8_t_prev", float(temperature["previous_token"]), ".3f")
+
+
+def _temperature(P, result) -> None:
+    sweep = run_temperature(list(TEMPERATURE_HEADS), P.N, P.D_HEAD, P.TEMPERATURES, P.TRIALS, [P.SEED])
+    curves = sweep.dropna(subset=["ratio"])
+    columns = ["head", "ratio", "temperature", "quantity", "value"]
+    is_rank = curves.quantity.isin(MEASURES)
+    result.frames["rank_vs_temperature"] = curves[is_rank][columns].rename(columns={"quantity": "measure", "value": "rank"})
+    result.frames["gap_vs_temperature"] = curves[~is_rank][columns]
+    wide = curves.pivot_table(index=["head", "ratio"], columns="quantity", values="value")
+    special = sweep[sweep.ratio.isna()].pivot_table(index="head", columns="quantity", values="value")
+    result.frames["certified_temperature"] = special.reset_index()
+    result.data.update(wide=wide, special=special)
+
+    share = float(wide["bound_holds"].dropna().min())
+    result.quote("ch8_bound_holds", 100 * share, ".0f")
+    result.verdict("ch8_bounds", bounds_verdict(share))
+    result.quote("ch8_ratio_min", power_number(min(P.TEMPERATURES), 1, plain=True))
+    result.quote("ch8_ratio_max", power_number(max(P.TEMPERATURES), 1, plain=True))
+    rand, causal = wide.loc["random"], wide.loc["causal_random"]
+    coldest, hottest = rand.index.min(), rand.index.max()
+    one = min(rand.index, key=lambda r: abs(math.log(r)))      # the ratio nearest to T = sqrt(d_h)
+    result.quote("ch8_rand_hm_T", float(rand["hardmax"].mean()), ".1f")
+    result.quote("ch8_rand_num3_cold", float(rand.loc[coldest, NUM3]), ".1f")
+    result.quote("ch8_rand_num3_hot", float(rand.loc[hottest, NUM3]), ".1f")
+    result.quote("ch8_rand_num3_peak", float(rand[NUM3].max()), ".1f")
+    result.quote("ch8_rand_num3_peak_ratio", power_number(float(rand[NUM3].idxmax()), 1, plain=True))
+    result.verdict("ch8_lukewarm", lukewarm_verdict(float(rand[NUM3].max()), theory.expected_hardmax_rank(P.N)))
+    result.quote("ch8_rand_num3_at1", float(rand.loc[one, NUM3]), ".1f")
+    result.quote("ch8_rand_eff_at1", float(rand.loc[one, "effective"]), ".1f")
+    result.quote("ch8_rand_num8_hot", float(rand.loc[hottest, NUM8]), ".0f")
+    result.quote("ch8_causal_num3_cold", float(causal.loc[coldest, NUM3]), ".1f")
+    result.quote("ch8_causal_num3_hot", float(causal.loc[hottest, NUM3]), ".1f")
+    ratio = float(special.loc["random", "certified_temperature"]) / math.sqrt(P.D_HEAD)
+    result.quote("ch8_tcert_random_ratio", power_number(ratio, 2, plain=True))
+    result.quote("ch8_margin_random", power_number(float(special.loc["random", "margin_min"]), 2, plain=True))
+    ratios = wide.index.get_level_values("ratio")
+    hot = wide[ratios >= 10].dropna(subset=["hot_bound"])
+    result.quote("ch8_hot_tightness", float((hot["hot_gap"] / hot["hot_bound"]).min()) if len(hot) else math.nan, ".2f")
+    cold = wide[(wide["gap_frobenius"] > 1e-6) & (ratios <= 1e-3)].dropna(subset=["gap_bound"])
+    result.quote("ch8_gap_tightness", float((cold["gap_frobenius"] / cold["gap_bound"]).min()) if len(cold) else math.nan,
+                 ".2f")
+    shown = wide.loc[(slice(None), [coldest, one, hottest]), list(MEASURES)]
+    result.data["temperature_table"] = shown.rename_axis(index=["head", "T / √d_h"])
+
+
+def _depth(P, result) -> None:
+    depth_df = run_depth(list(POSITIONS), list(ARCHS), ["none", "pre"], DEPTH_N, P.DEPTH, DEPTH_D_MODEL, DEPTH_HEADS,
+                         DEPTH_VOCAB, parameters.by_mode(P.MODE, *DEPTH_BATCH), [P.SEED])
+    result.frames["depth"] = depth_df.drop(columns=["seed"])
+    result.data["depth"] = depth_df
+    result.quote("ch8_depth", P.DEPTH, "d")
+    result.quote("ch8_depth_n", DEPTH_N, "d")
+    keys = ["pos", "arch", "norm"]
+    last = depth_df[depth_df.layer == P.DEPTH].set_index(keys)
+    first = depth_df[depth_df.layer == 1].set_index(keys)
+    pure = last.xs("attn", level="arch")
+    with_res = last[last.index.get_level_values("arch").str.contains("res")]
+    layer2 = depth_df[(depth_df.layer == min(2, P.DEPTH)) & (depth_df.arch == "attn")]
+    result.quote("ch8_pure_residual_max", power_number(float(pure["residual"].max()), 2, plain=True))
+    result.quote("ch8_pure_num_max", float(pure.drop(index="rope", level="pos")["rank_numerical"].max()), ".1f")
+    result.quote("ch8_mlp_residual_max", power_number(float(last.xs("attn+mlp", level="arch")["residual"].max()), 2,
+                                                      plain=True))
+    result.quote("ch8_res_residual_min", float(with_res["residual"].min()), ".2f")
+    result.quote("ch8_res_num_min", float(with_res["rank_numerical"].min()), ".1f")
+    result.quote("ch8_pure_residual_l2", power_number(float(layer2["residual"].max()), 2, plain=True))
+    result.verdict("ch8_collapse", collapse_verdict(float(pure["residual"].max()), float(with_res["residual"].min())))
+    result.quote("ch8_distinct_tokens", float(depth_df["distinct_tokens"].iloc[0]), ".1f")
+    result.quote("ch8_none_num_l1", float(first.xs("none", level="pos")["rank_numerical"].max()), ".1f")
+    result.quote("ch8_sin_num_l1", float(first.xs("sinusoidal", level="pos")["rank_numerical"].min()), ".1f")
+    result.quote("ch8_rope_num_l1", float(first.xs("rope", level="pos")["rank_numerical"].min()), ".1f")
+    result.quote("ch8_learned_num_l1", float(first.xs("learned", level="pos")["rank_numerical"].max()), ".1f")
+    result.quote("ch8_rope_pure_hm_last", float(pure.xs("rope", level="pos")["rank_hardmax"].max()), ".1f")
+    summary = last[["residual", "rank_numerical", "rank_hardmax", "rank_effective"]].unstack("norm")
+    result.data["depth_table"] = summary.rename(
+        columns=lambda c: c.replace("rank_", "") + (" rank" if c.startswith("rank_") else ""), level=0)
+
+
+def _trained(P, result) -> None:
+    seeds = [seeding.derive_seed(P.SEED, "train", i) for i in range(P.TRAIN_SEEDS)]
+    trained = run_trained(P.TASKS, TRAIN_N, P.TRAIN_STEPS, TRAIN_D_MODEL, TRAIN_HEADS, TRAIN_LAYERS, TRAIN_EXAMPLES,
+                          seeds)
+    threshold = trained.length.map(lambda length: breaking_threshold(int(length), TRAIN_EXAMPLES))
+    trained["breaks"] = trained.rank_hardmax > threshold
+    trained["hardmax_over_n"] = trained.rank_hardmax / trained.length
+    result.frames["trained_heads"] = trained
+    result.data["trained"] = trained
+    by_stage = trained.groupby("stage")["breaks"]
+    result.quote("ch8_heads_total", int(by_stage.size()["trained"]), "d")
+    result.quote("ch8_break_trained", int(by_stage.sum()["trained"]), "d")
+    result.quote("ch8_break_init", int(by_stage.sum()["init"]), "d")
+    result.quote("ch8_break_trained_pct", 100 * float(by_stage.mean()["trained"]), ".0f")
+    per_task = trained[trained.stage == "trained"].groupby("task").agg(
+        accuracy=("test_accuracy", "mean"), heads=("breaks", "size"), breaking=("breaks", "sum"),
+        max_hardmax_over_n=("hardmax_over_n", "max"), mean_hardmax_over_n=("hardmax_over_n", "mean"))
+    result.frames["trained_summary"] = per_task.reset_index()
+    result.data["trained_table"] = per_task
+    result.verdict("ch8_trained_breaks", trained_verdict(per_task.breaking.astype(int).to_dict(),
+                                                         int(per_task.heads.sum())))
+    result.quote("ch8_tasks", english.join(P.TASKS))
+    result.quote("ch8_train_steps", P.TRAIN_STEPS, "d")
+    result.quote("ch8_train_models", len(P.TASKS) * len(seeds), "d")
+    result.quote("ch8_init_max_over_n", float(trained[trained.stage == "init"].hardmax_over_n.max()), ".2f")
+    result.quote("ch8_threshold_over_n", breaking_threshold(TRAIN_N, TRAIN_EXAMPLES) / TRAIN_N, ".3f")
+    for task in ("reversal", "copy"):
+        row = per_task.loc[task] if task in per_task.index else None
+        result.quote(f"ch8_{task}_acc", 100 * float(row.accuracy) if row is not None else math.nan, ".0f")
+        result.quote(f"ch8_{task}_max", float(row.max_hardmax_over_n) if row is not None else math.nan, ".2f")
+        result.quote(f"ch8_{task}_breaking", int(row.breaking) if row is not None else math.nan, "d")
+        result.quote(f"ch8_{task}_heads", int(row.heads) if row is not None else math.nan, "d")

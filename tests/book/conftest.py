@@ -28,6 +28,7 @@ def server(built_book):
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
+    httpd.server_close()
 
 
 @pytest.fixture(scope="session")

@@ -43,7 +43,8 @@ def test_counterexamples_have_their_closed_form_ranks(metrics, n):
     assert ranks_of(metrics, "causal_random")["numerical@1e-08"] == n, "causal softmax is exactly full rank"
     uniform_causal = ranks_of(metrics, "uniform_causal")
     assert uniform_causal["numerical@1e-08"] == n and uniform_causal["hardmax"] == 1
-    assert metrics["values"]["ch8_closed_match"] == "all"
+    closed = metrics["values"]["ch8_closed_match"]
+    assert closed["outcome"] == "match" and closed["evidence"]["matching"] == closed["evidence"]["entries"] >= 20
 
 
 def test_constructed_heads_break_the_barrier(metrics, n):
@@ -104,11 +105,15 @@ def test_pure_attention_collapses_and_skip_connections_prevent_it(metrics):
     first = [r for r in rows if r["layer"] == 1 and r["pos"] == "none"]
     for r in first:
         assert r["rank_numerical"] <= r["distinct_tokens"] + 1, "no positions: rank <= distinct tokens"
+    assert values["ch8_collapse"]["outcome"] == "prevented"
 
 
 def test_trained_heads_break_the_barrier_more_often_than_initial_heads(metrics):
     values = metrics["values"]
     assert values["ch8_break_trained"] > values["ch8_break_init"]
+    verdict = values["ch8_trained_breaks"]
+    assert verdict["outcome"] == "breaks" and verdict["evidence"]["breaking"] == values["ch8_break_trained"]
+    assert verdict["evidence"]["by_task"]["reversal"] >= 1
     heads = values["trained_heads"]
     reversal = [h for h in heads if h["task"] == "reversal" and h["stage"] == "trained"]
     assert reversal and reversal[0]["test_accuracy"] > 0.9

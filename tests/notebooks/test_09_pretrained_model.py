@@ -56,12 +56,14 @@ def test_hardmax_layer_means_stay_below_the_balls_in_bins_bound(metrics):
     v = metrics["values"]
     assert v["verdict"]["hardmax_layers_above_bound"] == v["ch9_hm_layers_above"] == 0
     assert v["ch9_hm_layer_mean_max"] < 1 - math.exp(-1)
-    assert v["ch9_verdict_barrier"].startswith("holds")
+    assert v["ch9_verdict_barrier"]["outcome"] == "holds"
+    assert v["ch9_verdict_barrier"]["sentence"].startswith("holds")
 
 
 def test_numerical_rank_at_1e3_exceeds_the_barrier_in_most_layers(metrics):
     v = metrics["values"]
     assert v["ch9_nr_layers_above"] > v["ch9_layer_points"] / 2
+    assert v["ch9_verdict_numerical"]["outcome"] == "mostly_above"
     assert v["ch9_nr_pre_top"] > v["ch9_nr_random_top"], "pretrained heads are far from uniform; random ones are not"
 
 
