@@ -175,3 +175,16 @@ def measure_text(measure: str) -> str:
         name, tol = measure.split("@")
         return f"{name}, tol {number_text(float(tol))}"
     return MEASURE_LABELS.get(measure, measure)
+
+
+def broken_equation(lhs: str, expr, terms_per_line: int = 3) -> str:
+    """LaTeX for `lhs = expr` with the terms of a long sympy sum broken over aligned lines, so a display
+    equation fits the text column instead of being cut off at its right edge."""
+    import sympy as sp
+
+    terms = [sp.latex(term) for term in sp.Add.make_args(sp.expand(expr))]
+    if len(terms) <= terms_per_line:
+        return f"{lhs} = {sp.latex(expr)}"
+    lines = [" + ".join(terms[i:i + terms_per_line]) for i in range(0, len(terms), terms_per_line)]
+    body = r" \\ &\quad + ".join(lines).replace("+ -", "- ")
+    return rf"\begin{{aligned}} {lhs} &= {body} \end{{aligned}}"

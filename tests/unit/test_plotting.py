@@ -51,3 +51,15 @@ def test_legend_below_sits_under_the_panels():
     legend = plotting.legend_below(fig)
     fig.canvas.draw()
     assert legend.get_window_extent().y1 <= ax.get_window_extent().y0
+
+
+def test_broken_equation_keeps_every_term_and_breaks_long_sums():
+    import sympy as sp
+
+    g = sp.symbols("g1:8")
+    expr = sum((1 - gi) ** 3 for gi in g)                      # 22 terms once expanded
+    text = plotting.broken_equation("V", expr, terms_per_line=3)
+    terms = [sp.latex(t) for t in sp.Add.make_args(sp.expand(expr))]
+    assert text.count(r"\\") == -(-len(terms) // 3) - 1
+    assert all(term.lstrip("-").strip() in text for term in terms)
+    assert plotting.broken_equation("V", g[0] + g[1], 3) == "V = " + sp.latex(g[0] + g[1])
