@@ -59,7 +59,9 @@ from . import paths
 from .cache import cache_key, write_npz_atomic
 from .errors import ArgumentError
 from .data import IGNORE, TaskData
-from .models import ModelConfig, Rotary, Transformer, build_model, pick_device, sinusoidal_table
+from .attention import sinusoidal_table
+from .models import ModelConfig, Rotary, Transformer, build_model, pick_device
+from .threads import torch_threads
 from .train import BatchOrder, TrainingDiverged, _check, lr_factor
 
 PATHS = ("fast", "explicit")
@@ -164,7 +166,7 @@ class ModelStack:
                     stacked = torch.stack(slices)
                 self.params[name] = stacked.clone().requires_grad_(True)
         self.ndims = {name: models[0].get_parameter(name).ndim for name in names}  # decay only matrices
-        self.pos_table = (sinusoidal_table(first.max_len, first.d_model).to(device)
+        self.pos_table = (sinusoidal_table(first.max_len, first.d_model, dtype=torch.float32).to(device)
                           if first.pos == "sinusoidal" else None)
         self.rotary = _rotary_tables(dims, self.padded, first.max_len, device) if rope else None
 
@@ -520,51 +522,48 @@ def train_stack(
                     active[i], stop_step[i], converged[i] = False, step, True
         return scores
 
-    saved_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    bar = tqdm(total=steps, desc=f"stack of {m} on {data.name}", file=sys.stderr, disable=not progress,
-               mininterval=1.0, leave=False)
-    running, count = torch.zeros(m, dtype=torch.float64), 0
-    try:
-        checkpoint(0)
-        step = 0
-        for step in range(1, steps + 1):
-            if not bool(active.any()):
-                break
-            index = torch.stack([order.next(batch_size) for order in orders]).to(device)  # (M, batch)
-            losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index])
-            finite = torch.isfinite(losses.detach())
-            bad = (active & ~finite).nonzero().flatten().tolist()
-            rate = lr * lr_factor(step - 1, steps, warmup, final_lr_ratio)
-            for i in bad:
-                active[i], stop_step[i] = False, step - 1
-                errors[i] = (f"model {i} (d_head={stack.d_heads[i]}, seed={seeds[i]}): the training loss became "
-                             f"{losses[i].item()} at step {step} (lr={rate:.3g}, base lr={lr}); lower lr, keep "
-                             f"clip on, or check the inputs")
-            for p in stack.params.values():
-                p.grad = None
-            torch.where(active, losses, torch.zeros_like(losses)).sum().backward()
-            for name, mask in stack.masks.items():
-                stack.params[name].grad.mul_(mask)
-            if clip is not None:
-                clip_per_model(stack, clip)
-            optimizer.step(rate, active)
-            running += torch.where(finite, losses.detach(), torch.zeros_like(losses)).double().cpu()
-            count += 1
-            if step % log_every == 0 or step == steps:
-                log(step, "train_loss", (running / count).tolist(), active.nonzero().flatten().tolist())
-                log(step, "lr", [rate] * m, active.nonzero().flatten().tolist())
-                bar.set_postfix(loss=f"{float((running / count).mean()):.3f}", active=int(active.sum()),
-                                refresh=False)
-                running, count = torch.zeros(m, dtype=torch.float64), 0
-            if eval_every and step % eval_every == 0 and step < steps:
-                checkpoint(step)
-            bar.update()
-        final_scores = checkpoint(step, final=True)
-    finally:
-        bar.close()
-        torch.set_num_threads(saved_threads)
+    with torch_threads(threads):  # see helpers.threads
+        bar = tqdm(total=steps, desc=f"stack of {m} on {data.name}", file=sys.stderr, disable=not progress,
+                   mininterval=1.0, leave=False)
+        running, count = torch.zeros(m, dtype=torch.float64), 0
+        try:
+            checkpoint(0)
+            step = 0
+            for step in range(1, steps + 1):
+                if not bool(active.any()):
+                    break
+                index = torch.stack([order.next(batch_size) for order in orders]).to(device)  # (M, batch)
+                losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index])
+                finite = torch.isfinite(losses.detach())
+                bad = (active & ~finite).nonzero().flatten().tolist()
+                rate = lr * lr_factor(step - 1, steps, warmup, final_lr_ratio)
+                for i in bad:
+                    active[i], stop_step[i] = False, step - 1
+                    errors[i] = (f"model {i} (d_head={stack.d_heads[i]}, seed={seeds[i]}): the training loss became "
+                                 f"{losses[i].item()} at step {step} (lr={rate:.3g}, base lr={lr}); lower lr, keep "
+                                 f"clip on, or check the inputs")
+                for p in stack.params.values():
+                    p.grad = None
+                torch.where(active, losses, torch.zeros_like(losses)).sum().backward()
+                for name, mask in stack.masks.items():
+                    stack.params[name].grad.mul_(mask)
+                if clip is not None:
+                    clip_per_model(stack, clip)
+                optimizer.step(rate, active)
+                running += torch.where(finite, losses.detach(), torch.zeros_like(losses)).double().cpu()
+                count += 1
+                if step % log_every == 0 or step == steps:
+                    log(step, "train_loss", (running / count).tolist(), active.nonzero().flatten().tolist())
+                    log(step, "lr", [rate] * m, active.nonzero().flatten().tolist())
+                    bar.set_postfix(loss=f"{float((running / count).mean()):.3f}", active=int(active.sum()),
+                                    refresh=False)
+                    running, count = torch.zeros(m, dtype=torch.float64), 0
+                if eval_every and step % eval_every == 0 and step < steps:
+                    checkpoint(step)
+                bar.update()
+            final_scores = checkpoint(step, final=True)
+        finally:
+            bar.close()
     history = pd.DataFrame(rows, columns=["model", "step", "metric", "value"])
     status = pd.DataFrame({
         "model": range(m), "d_head": stack.d_heads, "seed": list(seeds), "converged": converged,
