@@ -19,10 +19,6 @@ FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
 TRIALS_REFERENCE_N = 256  # `trials` matrices per point from this n up, proportionally more below (as in chapter 02)
 
 
-def _trials(n: int, trials: int) -> int:
-    return seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
-
-
 def _keys_queries(n, d_head, count, keys, gen):
     q = torch.randn(count, n, d_head, generator=gen, dtype=torch.float64)
     k = torch.randn(count, n, d_head, generator=gen, dtype=torch.float64)
@@ -36,7 +32,7 @@ def hardmax_point(n: int, d_head: int, keys: str, trials: int, seed: int) -> lis
     if keys not in KEY_KINDS:
         raise ValueError(f"keys must be one of {KEY_KINDS}; got {keys!r}")
     gen = seeding.torch_generator(seeding.derive_seed(seed, "sat_hardmax", n, d_head, keys))
-    count = _trials(n, trials)
+    count = seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
     per_chunk = max(1, 2**22 // (n * max(n, d_head)))
     ranks = []
     done = 0
@@ -51,7 +47,7 @@ def hardmax_point(n: int, d_head: int, keys: str, trials: int, seed: int) -> lis
 def softmax_point(n: int, d_head: int, trials: int, rtol: float, seed: int) -> list[dict]:
     """Softmax at T = sqrt(d_h) with Gaussian q, k: numerical rank (rtol), effective and hardmax rank per matrix."""
     gen = seeding.torch_generator(seeding.derive_seed(seed, "sat_softmax", n, d_head))
-    count = _trials(n, trials)
+    count = seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
     q, k = _keys_queries(n, d_head, count, "gaussian", gen)
     logits = q @ k.transpose(-1, -2) / math.sqrt(d_head)  # (count, n, n), unit-variance logits
     probs = torch.softmax(logits, dim=-1)
