@@ -12,6 +12,24 @@ import torch
 INPUT_KINDS = ("gaussian", "orthonormal", "near_orthonormal", "anisotropic", "sphere")
 
 
+def sinusoidal_frequencies(dim: int, base: float = 10000.0, dtype=torch.float64) -> torch.Tensor:
+    """The frequencies w_k = base^(-2k/dim) of the sinusoidal table, k = 0 .. ceil(dim / 2) - 1: `(ceil(dim / 2),)`."""
+    return torch.exp(torch.arange(0, dim, 2, dtype=dtype) * (-math.log(base) / dim))
+
+
+def sinusoidal_table(length: int, dim: int, base: float = 10000.0, dtype=torch.float64) -> torch.Tensor:
+    """The Vaswani et al. table `(length, dim)`: p_i[2k] = sin(i w_k), p_i[2k+1] = cos(i w_k) (odd dim: no last cos).
+
+    The book's one definition, used by the models (float32) and by the constructed heads (float64).
+    """
+    position = torch.arange(length, dtype=dtype)[:, None]
+    angle = position * sinusoidal_frequencies(dim, base, dtype)  # (length, ceil(dim / 2))
+    table = torch.zeros(length, dim, dtype=dtype)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)[:, : dim // 2]
+    return table
+
+
 def init_std(d_model: int) -> float:
     """The standard initialization scale for a projection with fan-in `d_model`: 1 / sqrt(d_model)."""
     return 1.0 / math.sqrt(d_model)

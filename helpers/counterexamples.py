@@ -25,6 +25,7 @@ import math
 import torch
 
 from . import rank
+from .attention import sinusoidal_frequencies, sinusoidal_table
 
 
 # ---------------------------------------------------------------- hardmax matrices with known column counts
@@ -75,21 +76,11 @@ def identity_head_logits(n: int, d_head: int, generator: torch.Generator | None 
 
 
 # ---------------------------------------------------------------- 2. previous-token head
-def sinusoidal_positions(n: int, d: int, base: float = 10000.0) -> torch.Tensor:
-    """The Vaswani et al. table `(n, d)` in float64 (d even): p_i[2k] = sin(i w_k), p_i[2k+1] = cos(i w_k), w_k = base^(-2k/d)."""
-    if d % 2:
-        raise ValueError(f"d must be even; got {d}")
-    position = torch.arange(n, dtype=torch.float64)[:, None]
-    freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d / 2,)
-    table = torch.zeros(n, d, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(position * freq)
-    table[:, 1::2] = torch.cos(position * freq)
-    return table
-
-
 def shift_matrix(d: int, shift: int = 1, base: float = 10000.0) -> torch.Tensor:
     """The linear map `(d, d)` with p_i @ R = p_{i - shift} for the sinusoidal table: a rotation per frequency pair."""
-    freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    if d % 2:
+        raise ValueError(f"d must be even (sin/cos pairs); got {d}")
+    freq = sinusoidal_frequencies(d, base)
     c, s = torch.cos(shift * freq), torch.sin(shift * freq)
     R = torch.zeros(d, d, dtype=torch.float64)
     # sin((i-h)w) = sin(iw) cos(hw) - cos(iw) sin(hw);  cos((i-h)w) = cos(iw) cos(hw) + sin(iw) sin(hw)
@@ -102,7 +93,7 @@ def shift_matrix(d: int, shift: int = 1, base: float = 10000.0) -> torch.Tensor:
 
 def positional_profile(n: int, d: int, base: float = 10000.0) -> torch.Tensor:
     """f(m) = <p_i, p_{i+m}> = sum_k cos(m w_k) for m = 0 .. n: `(n + 1,)` float64 (independent of i)."""
-    freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    freq = sinusoidal_frequencies(d, base)
     return torch.cos(torch.arange(n + 1, dtype=torch.float64)[:, None] * freq).sum(-1)
 
 
@@ -118,8 +109,9 @@ def previous_token_logits(n: int, d_head: int, gain: float = 1.0, base: float = 
       effective rank = exp(H(p)), p = (sqrt 2, 1, ..., 1) / (sqrt 2 + n - 2).
     A causal mask gives the same matrix (row 0 can only see itself).
     """
-    p = sinusoidal_positions(n, d_head, base)
-    queries = p @ shift_matrix(d_head, 1, base)  # (n, d): row i is p_{i-1}
+    R = shift_matrix(d_head, 1, base)  # (d, d); checks that d_head is even
+    p = sinusoidal_table(n, d_head, base)
+    queries = p @ R  # (n, d): row i is p_{i-1}
     return gain * queries @ p.T
 
 

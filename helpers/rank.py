@@ -264,13 +264,6 @@ def measures(matrix, measures=MEASURES, rtols=(DEFAULT_RTOL,)) -> dict[str, torc
     return measures_from_sigma(sigma, measures, rtols, hardmax=hard)
 
 
-def all_ranks(matrix, rtol: float = DEFAULT_RTOL) -> dict[str, torch.Tensor]:
-    """The four measures keyed by bare name (numerical at `rtol`). Kept only for chapter 03's module until it
-    switches to `measures` (its notebook belongs to another change); do not use in new code."""
-    values = measures(matrix, MEASURES, (rtol,))
-    return {m: values[label(m, rtol) if m == "numerical" else m] for m in MEASURES}
-
-
 def hardmax_matrix_measures(logits, measures=MEASURES, rtols=(DEFAULT_RTOL,)) -> dict[str, torch.Tensor]:
     """Every measure of the hardmax (one-hot argmax) matrix of `logits` `(..., n, m)`, without an SVD.
 

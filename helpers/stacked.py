@@ -29,8 +29,11 @@ diverged) does not move at all afterwards: its update, momentum and step count a
 **Stopping rule.** Every `eval_every` steps each model is scored on held-out validation examples (the last
 `val_examples` training examples, never trained on). A model stops, *converged*, when none of its last
 `patience` evaluations improved on the best earlier validation loss by more than `min_improvement` (0.5 %
-relative); otherwise it runs to `steps`. `patience=None` switches the rule off (and keeps every example for
-training). A NaN or infinite training loss stops that model only; the others finish, then `StackDiverged`
+relative); otherwise it runs to `steps`. Two options (off by default): `min_evals` keeps this relative rule quiet
+until a model has that many validation losses (the step-0 one included), since the flat start of a hard task looks
+like convergence; `loss_floor` also stops a model, converged, as soon as its latest validation loss is below that
+absolute value (a model that has solved its task keeps improving by large factors and would never stop
+otherwise). `patience=None` switches the rule off (and keeps every example for training). A NaN or infinite training loss stops that model only; the others finish, then `StackDiverged`
 names the failed models (the stack and `error.result` keep everyone's results).
 
 **Buckets.** `bucket_head_dims` groups the d_head values of a sweep into stacks so that padding wastes at most
@@ -44,6 +47,7 @@ Device handling: `helpers.models.pick_device` (CUDA when present), once, in `tra
 """
 
 import json
+import math
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -59,7 +63,9 @@ from . import paths
 from .cache import cache_key, write_npz_atomic
 from .errors import ArgumentError
 from .data import IGNORE, TaskData
-from .models import ModelConfig, Rotary, Transformer, build_model, pick_device, sinusoidal_table
+from .attention import sinusoidal_table
+from .models import ModelConfig, Rotary, Transformer, build_model, pick_device
+from .threads import torch_threads
 from .train import BatchOrder, TrainingDiverged, _check, lr_factor
 
 PATHS = ("fast", "explicit")
@@ -164,7 +170,7 @@ class ModelStack:
                     stacked = torch.stack(slices)
                 self.params[name] = stacked.clone().requires_grad_(True)
         self.ndims = {name: models[0].get_parameter(name).ndim for name in names}  # decay only matrices
-        self.pos_table = (sinusoidal_table(first.max_len, first.d_model).to(device)
+        self.pos_table = (sinusoidal_table(first.max_len, first.d_model, dtype=torch.float32).to(device)
                           if first.pos == "sinusoidal" else None)
         self.rotary = _rotary_tables(dims, self.padded, first.max_len, device) if rope else None
 
@@ -419,7 +425,7 @@ class StackResult:
     status: pd.DataFrame
 
 
-def _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples):
+def _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples, loss_floor, min_evals):
     if not isinstance(stack, ModelStack):
         raise ArgumentError("stack", type(stack).__name__, "a ModelStack")
     if not isinstance(data, TaskData):
@@ -431,14 +437,23 @@ def _check_stack_args(stack, data, seeds, patience, min_improvement, val_example
         raise ArgumentError("patience", patience, "None (no early stopping) or an integer >= 1")
     if not isinstance(min_improvement, (int, float)) or not 0 <= min_improvement < 1:
         raise ArgumentError("min_improvement", min_improvement, "a number in [0, 1)")
+    if loss_floor is not None and (patience is None or isinstance(loss_floor, bool)
+                                   or not isinstance(loss_floor, (int, float)) or not 0 < loss_floor < math.inf):
+        raise ArgumentError("loss_floor", loss_floor, "None, or a finite number > 0 when patience is set")
+    if not isinstance(min_evals, int) or isinstance(min_evals, bool) or min_evals < 0:
+        raise ArgumentError("min_evals", min_evals, "an integer >= 0")
     if val_examples is not None and (not isinstance(val_examples, int) or not 1 <= val_examples < len(data.train_x)):
         raise ArgumentError("val_examples", val_examples, f"None or an integer from 1 to {len(data.train_x) - 1}")
 
 
-def should_stop(val_losses: list[float], patience: int, min_improvement: float) -> bool:
-    """The stopping rule: none of the last `patience` validation losses beat the best earlier one by more
-    than `min_improvement` (relative)."""
-    if len(val_losses) <= patience:
+def should_stop(val_losses: list[float], patience: int, min_improvement: float, loss_floor: float | None = None,
+                min_evals: int = 0) -> bool:
+    """The stopping rule of the module doc: the latest validation loss is below `loss_floor` (None: no floor), or
+    there are at least `min_evals` losses and none of the last `patience` beat the best earlier one by more than
+    `min_improvement` (relative)."""
+    if loss_floor is not None and val_losses and val_losses[-1] < loss_floor:
+        return True
+    if len(val_losses) < min_evals or len(val_losses) <= patience:
         return False
     best_before = min(val_losses[:-patience])
     return min(val_losses[-patience:]) > best_before * (1 - min_improvement)
@@ -458,6 +473,8 @@ def train_stack(
     eval_every: int | None = None,
     patience: int | None = None,
     min_improvement: float = 0.005,
+    loss_floor: float | None = None,
+    min_evals: int = 0,
     val_examples: int | None = None,
     device=None,
     progress: bool = True,
@@ -467,8 +484,8 @@ def train_stack(
     """Train every model of `stack` in place on `data.train_*`, model i with data order `seeds[i]`.
 
     Arguments as in `helpers.train.train` (warm-up, cosine schedule, clip, eval_every), per model; plus the
-    stopping rule of the module doc (`patience`, `min_improvement`, `val_examples`: default min(512, a tenth of
-    the training examples) when patience is set, 0 otherwise). threads: CPU threads (None: torch's setting).
+    stopping rule of the module doc (`patience`, `min_improvement`, `loss_floor`, `min_evals`, `val_examples`:
+    default min(512, a tenth of the training examples) when patience is set, 0 otherwise). threads: CPU threads (None: torch's setting).
     `result.status` has, per model: model, d_head, seed, converged (stopped by the rule), stop_step (the
     step its parameters are from), diverged, error, val_loss, test_loss, test_accuracy. `history` rows: model,
     step, metric ("train_loss", "lr", "val_loss", "test_loss", "test_accuracy", "seconds"), value.
@@ -477,7 +494,7 @@ def train_stack(
     eval_every = max(1, steps // 10) if eval_every is None else eval_every
     log_every = log_every or max(1, min(50, steps // 20))
     _check(steps, batch_size, lr, warmup, clip, eval_every, 0, (), weight_decay)
-    _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples)
+    _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples, loss_floor, min_evals)
     if patience is not None and not eval_every:
         raise ArgumentError("eval_every", eval_every, "an integer >= 1 when patience is set")
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
@@ -516,55 +533,52 @@ def train_stack(
             log(step, "val_loss", val, live)
             for i in live:
                 val_history[i].append(val[i])
-                if step and should_stop(val_history[i], patience, min_improvement):
+                if step and should_stop(val_history[i], patience, min_improvement, loss_floor, min_evals):
                     active[i], stop_step[i], converged[i] = False, step, True
         return scores
 
-    saved_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    bar = tqdm(total=steps, desc=f"stack of {m} on {data.name}", file=sys.stderr, disable=not progress,
-               mininterval=1.0, leave=False)
-    running, count = torch.zeros(m, dtype=torch.float64), 0
-    try:
-        checkpoint(0)
-        step = 0
-        for step in range(1, steps + 1):
-            if not bool(active.any()):
-                break
-            index = torch.stack([order.next(batch_size) for order in orders]).to(device)  # (M, batch)
-            losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index])
-            finite = torch.isfinite(losses.detach())
-            bad = (active & ~finite).nonzero().flatten().tolist()
-            rate = lr * lr_factor(step - 1, steps, warmup, final_lr_ratio)
-            for i in bad:
-                active[i], stop_step[i] = False, step - 1
-                errors[i] = (f"model {i} (d_head={stack.d_heads[i]}, seed={seeds[i]}): the training loss became "
-                             f"{losses[i].item()} at step {step} (lr={rate:.3g}, base lr={lr}); lower lr, keep "
-                             f"clip on, or check the inputs")
-            for p in stack.params.values():
-                p.grad = None
-            torch.where(active, losses, torch.zeros_like(losses)).sum().backward()
-            for name, mask in stack.masks.items():
-                stack.params[name].grad.mul_(mask)
-            if clip is not None:
-                clip_per_model(stack, clip)
-            optimizer.step(rate, active)
-            running += torch.where(finite, losses.detach(), torch.zeros_like(losses)).double().cpu()
-            count += 1
-            if step % log_every == 0 or step == steps:
-                log(step, "train_loss", (running / count).tolist(), active.nonzero().flatten().tolist())
-                log(step, "lr", [rate] * m, active.nonzero().flatten().tolist())
-                bar.set_postfix(loss=f"{float((running / count).mean()):.3f}", active=int(active.sum()),
-                                refresh=False)
-                running, count = torch.zeros(m, dtype=torch.float64), 0
-            if eval_every and step % eval_every == 0 and step < steps:
-                checkpoint(step)
-            bar.update()
-        final_scores = checkpoint(step, final=True)
-    finally:
-        bar.close()
-        torch.set_num_threads(saved_threads)
+    with torch_threads(threads):  # see helpers.threads
+        bar = tqdm(total=steps, desc=f"stack of {m} on {data.name}", file=sys.stderr, disable=not progress,
+                   mininterval=1.0, leave=False)
+        running, count = torch.zeros(m, dtype=torch.float64), 0
+        try:
+            checkpoint(0)
+            step = 0
+            for step in range(1, steps + 1):
+                if not bool(active.any()):
+                    break
+                index = torch.stack([order.next(batch_size) for order in orders]).to(device)  # (M, batch)
+                losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index])
+                finite = torch.isfinite(losses.detach())
+                bad = (active & ~finite).nonzero().flatten().tolist()
+                rate = lr * lr_factor(step - 1, steps, warmup, final_lr_ratio)
+                for i in bad:
+                    active[i], stop_step[i] = False, step - 1
+                    errors[i] = (f"model {i} (d_head={stack.d_heads[i]}, seed={seeds[i]}): the training loss became "
+                                 f"{losses[i].item()} at step {step} (lr={rate:.3g}, base lr={lr}); lower lr, keep "
+                                 f"clip on, or check the inputs")
+                for p in stack.params.values():
+                    p.grad = None
+                torch.where(active, losses, torch.zeros_like(losses)).sum().backward()
+                for name, mask in stack.masks.items():
+                    stack.params[name].grad.mul_(mask)
+                if clip is not None:
+                    clip_per_model(stack, clip)
+                optimizer.step(rate, active)
+                running += torch.where(finite, losses.detach(), torch.zeros_like(losses)).double().cpu()
+                count += 1
+                if step % log_every == 0 or step == steps:
+                    log(step, "train_loss", (running / count).tolist(), active.nonzero().flatten().tolist())
+                    log(step, "lr", [rate] * m, active.nonzero().flatten().tolist())
+                    bar.set_postfix(loss=f"{float((running / count).mean()):.3f}", active=int(active.sum()),
+                                    refresh=False)
+                    running, count = torch.zeros(m, dtype=torch.float64), 0
+                if eval_every and step % eval_every == 0 and step < steps:
+                    checkpoint(step)
+                bar.update()
+            final_scores = checkpoint(step, final=True)
+        finally:
+            bar.close()
     history = pd.DataFrame(rows, columns=["model", "step", "metric", "value"])
     status = pd.DataFrame({
         "model": range(m), "d_head": stack.d_heads, "seed": list(seeds), "converged": converged,

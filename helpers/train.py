@@ -27,6 +27,7 @@ from .errors import ArgumentError
 from .data import IGNORE, TaskData
 from .models import count_parameters, pick_device
 from .seeding import torch_generator
+from .threads import torch_threads
 
 
 SMALL_MODEL = 200_000
@@ -187,42 +188,39 @@ def train(
         threads = 1 if device.type == "cpu" and count_parameters(model) < SMALL_MODEL else None
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise ArgumentError("threads", threads, '"auto", None or a positive integer')
-    saved_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    model.train()
-    bar = tqdm(total=steps, desc=f"train {data.name}", file=sys.stderr, disable=not progress,
-               mininterval=1.0, leave=False)
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
-        checkpoint(0)
-        running, count = 0.0, 0
-        try:
-            for step in range(1, steps + 1):
-                index = order.next(batch_size).to(device)
-                loss, _, _ = loss_and_hits(model(train_x[index]), train_y[index])
-                if not torch.isfinite(loss):
-                    raise TrainingDiverged(
-                        f"the training loss became {loss.item()} at step {step} (lr={schedule.get_last_lr()[0]:.3g}, "
-                        f"base lr={lr}); lower lr, keep clip on, or check the inputs")
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if clip is not None:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-                optimizer.step()
-                schedule.step()
-                running, count = running + loss.item(), count + 1
-                if step % log_every == 0 or step == steps:
-                    log(step, "train_loss", running / count)
-                    log(step, "lr", schedule.get_last_lr()[0])
-                    bar.set_postfix(loss=f"{running / count:.3f}", refresh=False)
-                    running, count = 0.0, 0
-                if (eval_every and step % eval_every == 0) or step == steps or (rank_every and step % rank_every == 0):
-                    checkpoint(step)
-                bar.update()
-        finally:
-            bar.close()
-            torch.set_num_threads(saved_threads)
+    with torch_threads(threads):  # see helpers.threads
+        model.train()
+        bar = tqdm(total=steps, desc=f"train {data.name}", file=sys.stderr, disable=not progress,
+                   mininterval=1.0, leave=False)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            checkpoint(0)
+            running, count = 0.0, 0
+            try:
+                for step in range(1, steps + 1):
+                    index = order.next(batch_size).to(device)
+                    loss, _, _ = loss_and_hits(model(train_x[index]), train_y[index])
+                    if not torch.isfinite(loss):
+                        raise TrainingDiverged(
+                            f"the training loss became {loss.item()} at step {step} (lr={schedule.get_last_lr()[0]:.3g}, "
+                            f"base lr={lr}); lower lr, keep clip on, or check the inputs")
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if clip is not None:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+                    optimizer.step()
+                    schedule.step()
+                    running, count = running + loss.item(), count + 1
+                    if step % log_every == 0 or step == steps:
+                        log(step, "train_loss", running / count)
+                        log(step, "lr", schedule.get_last_lr()[0])
+                        bar.set_postfix(loss=f"{running / count:.3f}", refresh=False)
+                        running, count = 0.0, 0
+                    if (eval_every and step % eval_every == 0) or step == steps or (rank_every and step % rank_every == 0):
+                        checkpoint(step)
+                    bar.update()
+            finally:
+                bar.close()
     history = pd.DataFrame(rows, columns=["step", "metric", "value", "layer", "head"])
     history["layer"] = history["layer"].astype("Int64")
     history["head"] = history["head"].astype("Int64")

@@ -18,7 +18,7 @@ from .. import english, theory
 from ..results import ChapterResult, Verdict
 from . import run_sweep
 from .ch02_low_rank_barrier_points import (MODELS, TRIALS_REFERENCE_N, barrier_point, equivalence_point,  # noqa: F401
-                                           gaussian_input_logits, hardmax_ranks, trials_for, win_by_norm_point)
+                                           gaussian_input_logits, hardmax_ranks, win_by_norm_point)
 
 DEFAULTS = {"N_VALUES": ([8, 32, 128, 512], [8, 16, 32, 64, 128, 256, 512, 1024]),
             "D_HEADS": ([16, 256], [16, 128, 1024]), "TRIALS": (8, 16)}       # (quick, full)

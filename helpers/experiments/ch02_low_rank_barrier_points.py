@@ -23,15 +23,8 @@ from .. import attention, geometry, rank, seeding
 MODELS = ("uniform", "orthonormal", "gaussian", "sphere_keys")
 
 
-TRIALS_REFERENCE_N = 256   # `trials` matrices per point from this n up; proportionally more below
-
-
-def trials_for(n: int, trials: int) -> int:
-    """Random matrices per point: `trials` for n >= 256, proportionally more below (the same rows per point).
-
-    Chapter 02's convention of `seeding.trials_for`, the book's one definition (for powers of two it equals the
-    former `trials * max(1, 256 // n)`, so the sweeps draw the same matrices)."""
-    return seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
+TRIALS_REFERENCE_N = 256   # `trials` matrices per point from this n up; proportionally more below (for powers of two
+                           # the former `trials * max(1, 256 // n)`, so the sweeps draw the same matrices)
 
 
 def _chunks(total: int, per_chunk: int):
@@ -90,14 +83,15 @@ def hardmax_ranks(model: str, n: int, d_head: int, count: int, generator: torch.
 def barrier_point(model: str, n: int, d_head: int, trials: int, seed: int) -> list[dict]:
     """One row per random matrix: its hardmax rank (number of distinct argmax columns)."""
     gen = seeding.torch_generator(seeding.derive_seed(seed, "barrier", model, n, d_head))
-    ranks = hardmax_ranks(model, n, d_head, trials_for(n, trials), gen)
+    count = seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
+    ranks = hardmax_ranks(model, n, d_head, count, gen)
     return [{"trial": i, "rank": float(r)} for i, r in enumerate(ranks)]
 
 
 def equivalence_point(n: int, d_head: int, trials: int, seed: int) -> list[dict]:
     """Hardmax ranks from the explicit construction (orthonormal X, Gaussian W) and from i.i.d. Gaussian q, k."""
     gen = seeding.torch_generator(seeding.derive_seed(seed, "equivalence", n, d_head))
-    count = trials_for(n, trials)
+    count = seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
     explicit = rank.hardmax_rank(attention.random_logits(n, d_head, inputs="orthonormal", weight_std=1.0,
                                                          batch=count, generator=gen)).numpy()
     direct = hardmax_ranks("orthonormal", n, d_head, count, gen)

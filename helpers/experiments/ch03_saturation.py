@@ -12,10 +12,11 @@ import numpy as np
 import torch
 
 from .. import geometry, rank, seeding
-from .ch02_low_rank_barrier import trials_for
+from ..saturation import bootstrap_saturation, saturation_point
 
 KEY_KINDS = ("gaussian", "sphere")
 FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
+TRIALS_REFERENCE_N = 256  # `trials` matrices per point from this n up, proportionally more below (as in chapter 02)
 
 
 def _keys_queries(n, d_head, count, keys, gen):
@@ -31,7 +32,7 @@ def hardmax_point(n: int, d_head: int, keys: str, trials: int, seed: int) -> lis
     if keys not in KEY_KINDS:
         raise ValueError(f"keys must be one of {KEY_KINDS}; got {keys!r}")
     gen = seeding.torch_generator(seeding.derive_seed(seed, "sat_hardmax", n, d_head, keys))
-    count = trials_for(n, trials)
+    count = seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
     per_chunk = max(1, 2**22 // (n * max(n, d_head)))
     ranks = []
     done = 0
@@ -46,12 +47,13 @@ def hardmax_point(n: int, d_head: int, keys: str, trials: int, seed: int) -> lis
 def softmax_point(n: int, d_head: int, trials: int, rtol: float, seed: int) -> list[dict]:
     """Softmax at T = sqrt(d_h) with Gaussian q, k: numerical rank (rtol), effective and hardmax rank per matrix."""
     gen = seeding.torch_generator(seeding.derive_seed(seed, "sat_softmax", n, d_head))
-    count = trials_for(n, trials)
+    count = seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
     q, k = _keys_queries(n, d_head, count, "gaussian", gen)
     logits = q @ k.transpose(-1, -2) / math.sqrt(d_head)  # (count, n, n), unit-variance logits
     probs = torch.softmax(logits, dim=-1)
-    ranks = rank.all_ranks(probs, rtol=rtol)
-    return [{"trial": i, "numerical": float(ranks["numerical"][i]), "effective": float(ranks["effective"][i]),
+    ranks = rank.measures(probs, ("numerical", "effective", "hardmax"), (rtol,))
+    numerical = ranks[rank.label("numerical", rtol)]
+    return [{"trial": i, "numerical": float(numerical[i]), "effective": float(ranks["effective"][i]),
              "hardmax": float(ranks["hardmax"][i])} for i in range(count)]
 
 
@@ -68,60 +70,37 @@ def hull_point(n: int, d: int, trials: int, seed: int) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------------------
-# Knees and fits
+# Knees (the book's saturation point) and their fits
 # ------------------------------------------------------------------------------------------------
 
 
-def knee(d_values, ratios, level: float) -> float:
-    """Smallest d_h at which `ratios` (rank / plateau, in d order) reaches `level`.
-
-    Linear interpolation in log d between the last grid point below the level and the first one at or
-    above it; NaN when the curve never reaches the level on the grid (the knee is beyond the grid).
-    """
-    d = np.asarray(d_values, dtype=float)
-    r = np.asarray(ratios, dtype=float)
-    order = np.argsort(d)
-    d, r = d[order], r[order]
-    above = np.where(r >= level)[0]
-    if above.size == 0:
-        return float("nan")
-    i = int(above[0])
-    if i == 0:
-        return float(d[0])
-    x0, x1 = math.log(d[i - 1]), math.log(d[i])
-    y0, y1 = r[i - 1], r[i]
-    frac = (level - y0) / (y1 - y0) if y1 != y0 else 1.0
-    return float(math.exp(x0 + frac * (x1 - x0)))
-
-
-def knees_from_trials(df, value: str, plateau_of_n, levels: dict, bootstrap: int = 0, seed: int = 0):
+def knees_from_trials(df, value: str, reference, levels: dict, bootstrap: int = 0, seed: int = 0):
     """Knees per n for each named level, from per-trial rows (columns n, d_head, trial, value).
 
-    `plateau_of_n(n, means)` gives the plateau (a number) from n and the mean curve (a Series over d_head).
-    With `bootstrap > 0`, trials are resampled within each (n, d_head) point to give a 95% interval.
+    The knee at `level` is the book's saturation point (`helpers.saturation`) of the mean curve over d_head:
+    the smallest d_h whose mean reaches `level` times the plateau, interpolated in log d_h, NaN beyond the grid.
+    `reference`: the plateau, a dict {n: number} (a bound known in advance) or "last" (the mean at the largest
+    d_h). With `bootstrap > 0`, trials are resampled within each (n, d_head) point for a 95% interval.
     """
     import pandas as pd
 
-    rng = np.random.default_rng(seed)
     rows = []
     for n, part in df.groupby("n"):
         groups = {d: g[value].to_numpy() for d, g in part.groupby("d_head")}
-        ds = np.array(sorted(groups))
-        means = pd.Series({d: groups[d].mean() for d in ds})
-        plateau = plateau_of_n(n, means)
+        ds = np.array(sorted(groups), dtype=float)
+        plateau = reference[n] if isinstance(reference, dict) else reference
+        means = np.array([groups[d].mean() for d in sorted(groups)])
         for name, level in levels.items():
-            point = knee(ds, means.to_numpy() / plateau, level)
-            low = high = float("nan")
+            rule = {"reference": plateau, "level": level}
             if bootstrap:
-                samples = []
-                for _ in range(bootstrap):
-                    boot = pd.Series({d: rng.choice(groups[d], groups[d].size).mean() for d in ds})
-                    samples.append(knee(ds, boot.to_numpy() / plateau_of_n(n, boot), level))
-                samples = np.array(samples)
-                if np.isfinite(samples).mean() >= 0.975:
-                    low, high = np.nanpercentile(samples, [2.5, 97.5])
-            rows.append({"n": int(n), "definition": name, "level": level, "plateau": float(plateau),
-                         "knee": point, "knee_low": float(low), "knee_high": float(high)})
+                interval = bootstrap_saturation(ds, [groups[d] for d in sorted(groups)], resamples=bootstrap,
+                                                seed=seeding.derive_seed(seed, "ch3_knee", int(n), name), **rule)
+                point, low, high = interval.point, interval.low, interval.high
+            else:
+                point, low, high = saturation_point(ds, means, **rule), math.nan, math.nan
+            rows.append({"n": int(n), "definition": name, "level": level,
+                         "plateau": float(means[-1] if plateau == "last" else plateau),
+                         "knee": point.value, "status": point.status, "knee_low": float(low), "knee_high": float(high)})
     return pd.DataFrame(rows)
 
 

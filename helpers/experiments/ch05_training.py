@@ -14,7 +14,6 @@ This module holds only what a trained model's numbers depend on, so that the res
 point by the code of its module) keeps the trained models when the chapter's analysis changes.
 """
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import capture, data as datasets, models, rank, seeding, stacked
@@ -98,51 +97,20 @@ def model_config(task: str, data: datasets.TaskData, d_qk: int, recipe: Recipe) 
                               d_head=d_qk, d_value=recipe.d_value, pos=spec.pos, **data.model_fields())
 
 
-def should_stop(val_losses: list, patience: int, tolerance: float, loss_floor: float = 0.0,
-                min_evals: int = 0) -> bool:
-    """The last validation loss is below `loss_floor`, or (after at least `min_evals` checks) none of the last
-    `patience` validation losses beat the best earlier one by more than `tolerance` (relative;
-    `helpers.stacked.should_stop`). The relative rule alone never stops a model that has solved its task (its
-    loss keeps falling by large factors while it sharpens an already perfect answer), and, early on, it takes
-    the flat start of a hard task for convergence."""
-    if val_losses and val_losses[-1] < loss_floor:
-        return True
-    return len(val_losses) >= min_evals and _relative_rule(val_losses, patience, tolerance)
-
-
-_relative_rule = stacked.should_stop
-
-
-@contextmanager
-def _with_loss_floor(loss_floor: float, min_evals: int):
-    """Let `helpers.stacked.train_stack` also stop a model whose validation loss fell below `loss_floor`, and
-    keep its relative rule quiet for the first `min_evals` checks.
-
-    The stacked trainer has no absolute floor; it looks its rule up at call time, so the rule is swapped for the
-    duration of one stack and restored in `finally`. (To remove once the trainer takes a floor argument.)
-    """
-    stacked.should_stop = lambda losses, patience, tolerance: should_stop(losses, patience, tolerance, loss_floor,
-                                                                         min_evals)
-    try:
-        yield
-    finally:
-        stacked.should_stop = _relative_rule
-
-
 def _train_stack(task, data, d_qks, model_seeds, recipe):
     """Train one stack (every d_qk x model seed); returns (standalone models, status frame) in member order."""
     members = [(d, s) for d in d_qks for s in model_seeds]
     configs = [model_config(task, data, d, recipe) for d, _ in members]
     stack = stacked.ModelStack.build(configs, [seeding.derive_seed(s, "init") for _, s in members], device="cpu")
     order = [seeding.derive_seed(s, "order") for _, s in members]
-    with _with_loss_floor(recipe.loss_floor, recipe.min_evals):
-        try:
-            result = stacked.train_stack(stack, data, order, steps=recipe.steps, batch_size=recipe.batch_size(data.n),
-                                         lr=TASK_SPECS[task].lr, final_lr_ratio=0.1, eval_every=recipe.eval_every,
-                                         patience=recipe.patience, min_improvement=recipe.tolerance,
-                                         val_examples=recipe.n_val, progress=False, threads=1)
-        except stacked.StackDiverged as error:  # the others trained on; the diverged ones are not converged
-            result = error.result
+    try:
+        result = stacked.train_stack(stack, data, order, steps=recipe.steps, batch_size=recipe.batch_size(data.n),
+                                     lr=TASK_SPECS[task].lr, final_lr_ratio=0.1, eval_every=recipe.eval_every,
+                                     patience=recipe.patience, min_improvement=recipe.tolerance,
+                                     loss_floor=recipe.loss_floor, min_evals=recipe.min_evals,
+                                     val_examples=recipe.n_val, progress=False, threads=1)
+    except stacked.StackDiverged as error:  # the others trained on; the diverged ones are not converged
+        result = error.result
     return stack.models(), result.status
 
 

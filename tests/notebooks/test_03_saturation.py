@@ -22,7 +22,9 @@ def test_hull_fraction_grows_with_d_and_respects_the_lower_bound(metrics):
     for n in {r["n"] for r in hull}:
         rows = sorted((r["d"], r["fraction"], r["lower_bound"]) for r in hull if r["n"] == n)
         fractions = [f for _, f, _ in rows]
-        assert fractions[0] == pytest.approx(2 / n) if rows[0][0] == 1 else True
+        on_a_line = [f for d, f, _ in rows if d == 1]
+        assert on_a_line, "the quick hull grid includes d = 1"
+        assert on_a_line[0] == pytest.approx(2 / n), "n points on a line have exactly two hull vertices"
         assert fractions[-1] >= fractions[0]
         for d, f, lb in rows:
             assert f >= lb - 4 * math.sqrt(max(lb * (1 - lb), 1e-4) / n), (n, d, f, lb)
@@ -49,7 +51,9 @@ def test_knees_grow_with_n_and_fits_are_recorded(metrics):
     assert series[-1][1] > series[0][1], "the loose knee grows with n"
     for n, knee in series:
         predicted = theory.norm_critical_dh(n, 1 - metrics["params"]["LOOSE"])
-        assert 0.33 < knee / predicted < 3.0, (n, knee, predicted)
+        # the norm-bias model has no fitted parameter; quick mode measured 1.23 to 1.41 x its prediction, so a
+        # factor-2 error in either the knee or the model falls outside this band
+        assert 0.7 < knee / predicted < 1.8, (n, knee, predicted)
     fits = [f for f in metrics["values"]["knee_fits"] if f["series"] == "hardmax, gaussian keys"]
     forms = {f["form"] for f in fits}
     assert {"a + b log n", "a + b (log n)^2", "c n^alpha"} <= forms

@@ -50,3 +50,27 @@ def test_same_seed_same_matrix_and_global_state_untouched():
     b = attention.random_attention(8, 2, generator=seeding.torch_generator(5))
     assert torch.equal(a, b)
     assert torch.equal(state, torch.random.get_rng_state())
+
+
+@pytest.mark.parametrize("length, dim, base", [(50, 6, 10000.0), (17, 7, 10000.0), (9, 4, 100.0)])
+def test_sinusoidal_table_against_the_closed_form(length, dim, base):
+    table = attention.sinusoidal_table(length, dim, base)
+    assert table.shape == (length, dim) and table.dtype == torch.float64
+    for i in range(length):
+        for j in range(dim):
+            angle = i * base ** (-(j - j % 2) / dim)                     # w_k = base^(-2k/d) for columns 2k, 2k+1
+            assert table[i, j].item() == pytest.approx(math.sin(angle) if j % 2 == 0 else math.cos(angle), abs=1e-12)
+
+
+def test_the_models_float32_table_is_the_same_table_and_the_old_float32_recipe_bit_for_bit():
+    from helpers.models import build_model
+
+    wide = attention.sinusoidal_table(40, 16)
+    narrow = attention.sinusoidal_table(40, 16, dtype=torch.float32)
+    assert torch.allclose(narrow.double(), wide, atol=1e-5)
+    # the recipe models.py used before the table moved here: cached trained models stay valid
+    position = torch.arange(40, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, 16, 2, dtype=torch.float32) * (-math.log(10000.0) / 16))
+    assert torch.equal(narrow[:, 0::2], torch.sin(position * freq)) and torch.equal(narrow[:, 1::2], torch.cos(position * freq))
+    model = build_model(vocab_size=5, d_model=16, n_heads=2, pos="sinusoidal", max_len=40, seed=0)
+    assert torch.equal(model.pos_table, narrow)

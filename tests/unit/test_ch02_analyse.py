@@ -55,10 +55,11 @@ def test_analyse_numbers_agree_with_their_frames_and_closed_forms(result):
 
 
 def test_chapter_two_uses_the_one_trials_rule():
-    for n in (4, 8, 100, 256, 300, 1024):
-        assert points.trials_for(n, 16) == seeding.trials_for(n, 16, reference_n=256, minimum=16)
-    for n in (8, 16, 64, 256, 512, 1024):   # the grid's powers of two: the former rule 16 * max(1, 256 // n)
-        assert points.trials_for(n, 16) == 16 * max(1, 256 // n)
+    for n in (4, 8, 16, 64, 256, 512):   # powers of two: the former rule 16 * max(1, 256 // n), so the same matrices
+        assert len(points.barrier_point("uniform", n, 2, 16, seed=0)) == 16 * max(1, 256 // n)
+        assert len(points.equivalence_point(n, 2, 16, seed=0)) == 2 * 16 * max(1, 256 // n)  # two constructions
+    assert len(points.barrier_point("uniform", 100, 2, 16, seed=0)) == seeding.trials_for(100, 16, reference_n=256,
+                                                                                          minimum=16)
 
 
 def test_resolve_fills_the_mode_defaults():

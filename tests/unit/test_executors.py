@@ -104,3 +104,16 @@ def test_resolve_names_and_addresses(monkeypatch):
     assert executors.resolve(None).address == "tcp://10.1.2.3:8786"
     with pytest.raises(ValueError, match="executor must be"):
         executors.resolve("bogus")
+
+
+def test_a_worker_runs_each_point_with_one_torch_thread_and_restores_the_setting():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = executors._call(lambda seed, **config: (torch.get_num_threads(), seed, config), {"n": 3}, 7)
+        assert seen == (1, 7, {"n": 3})
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -9,13 +9,6 @@ import pytest
 from helpers.experiments import ch03_saturation
 
 
-def test_knee_interpolates_in_log_d_and_reports_missing():
-    d = [1, 2, 4, 8]
-    assert ch03_saturation.knee(d, [0.1, 0.5, 0.8, 1.0], 0.9) == pytest.approx(math.exp(math.log(4) + 0.5 * math.log(2)))
-    assert ch03_saturation.knee(d, [0.95, 0.96, 0.97, 0.99], 0.9) == 1.0
-    assert math.isnan(ch03_saturation.knee(d, [0.1, 0.2, 0.3, 0.4], 0.9))
-
-
 def test_fits_recover_exact_forms():
     n = np.array([16, 32, 64, 128, 256, 512, 1024])
     for form, y in [("a + b log n", 3 + 2 * np.log(n)), ("a + b (log n)^2", 1 + 0.5 * np.log(n) ** 2),
@@ -34,10 +27,26 @@ def test_knees_from_trials_with_bootstrap():
         for d in (1, 2, 4, 8, 16):
             for t in range(5):
                 rows.append({"n": n, "d_head": d, "trial": t, "rank": n * min(1.0, d / 8) + 0.01 * t})
-    knees = ch03_saturation.knees_from_trials(pd.DataFrame(rows), "rank", lambda n, means: n, {"loose": 0.5},
-                                         bootstrap=10)
-    assert knees.knee.to_numpy() == pytest.approx([4.0, 4.0], abs=0.05)
+    frame = pd.DataFrame(rows)
+    knees = ch03_saturation.knees_from_trials(frame, "rank", {16: 16, 64: 64}, {"loose": 0.5}, bootstrap=10)
+    # mean ratio d/8 + 0.02/n: crosses 0.5 between d = 2 (0.25) and d = 4 (0.5 + 0.02/n), log-interpolated
+    for n, knee in zip(knees.n, knees.knee):
+        share = (0.5 - (0.25 + 0.02 / n)) / (0.25)
+        assert knee == pytest.approx(2 * 2**share, rel=1e-12)
     assert (knees.knee_low <= knees.knee).all() and (knees.knee <= knees.knee_high).all()
+    assert (knees.status == "inside").all()
+    # the plateau at the largest d_h ("last") is n + 0.02 here: the same crossing, a hair later
+    last = ch03_saturation.knees_from_trials(frame, "rank", "last", {"loose": 0.5})
+    assert (last.knee > knees.knee).all() and last.knee_low.isna().all()
+    assert last.plateau.to_numpy() == pytest.approx([16.02, 64.02])
+
+
+def test_knee_beyond_the_grid_is_nan_and_a_saturated_first_point_is_the_first_d():
+    rows = [{"n": 16, "d_head": d, "trial": 0, "rank": r} for d, r in [(1, 2.0), (2, 4.0), (4, 8.0)]]
+    knees = ch03_saturation.knees_from_trials(pd.DataFrame(rows), "rank", {16: 16}, {"loose": 0.9, "low": 0.1})
+    loose, low = knees.set_index("definition").loc[["loose", "low"]].to_dict(orient="records")
+    assert math.isnan(loose["knee"]) and loose["status"] == "not_reached"
+    assert low["knee"] == 1.0 and low["status"] == "at_first"
 
 
 @pytest.mark.parametrize("make_knees, expected, best", [

@@ -114,3 +114,43 @@ def test_ledger_page_runs_after_the_chapters_and_reruns_when_their_metrics_chang
 def test_counted_claims_follow_their_counts(needed, status):
     metrics = {"07_model_reduction": {"values": {"ch7_needed_below_n": needed}}}
     assert ledger.evaluate(rule("07_model_reduction"), metrics).status == status
+
+
+def ch5(values):
+    return {"05_trained_synthetic": {"values": values}}
+
+
+@pytest.mark.parametrize("answers, status, words", [
+    ({"copy": "log", "qsa": "log", "mq_recall": "untestable"}, ledger.HOLDS, "2 of 2 testable tasks support O(log n)"),
+    ({"copy": "log", "reversal": "linear"}, ledger.CONDITIONAL, "1 of 2 testable tasks support O(log n) (`copy`); "
+                                                                "the others: `reversal` (linear)"),
+    ({"reversal": "linear", "qsa": "full"}, ledger.FAILS, "0 of 2 testable tasks"),
+    ({"copy": "untestable", "qsa": "untestable"}, ledger.UNTESTABLE, "0 of 2 tasks testable"),
+])
+def test_chapter_5_width_rule_follows_the_per_task_answers(answers, status, words):
+    verdicts = {task: {"answer": a, "sentence": "", "usable_n": [], "best": None, "indistinguishable": []}
+                for task, a in answers.items()}
+    verdict = ledger.evaluate(rule("05_trained_synthetic", "fig-ch5-fits"), ch5({"verdicts": verdicts}))
+    assert verdict.status == status and words in verdict.evidence, verdict
+
+
+def heads_metrics(above):
+    """Two cells: copy (pattern rank n/2, below 0.63 n) and reversal (a permutation, rank n), 40 heads in all."""
+    cells = [{"task": "copy", "n": 16, "pattern_hardmax_rank": 8}, {"task": "reversal", "n": 16, "pattern_hardmax_rank": 16}]
+    rows = [{"task": t, "n": 16, "d_qk": 4, "model_seed": 0, "head": 0, "hardmax_over_n": h, "numerical_over_n": 0.7}
+            for t, h in above]
+    return ch5({"ch5_heads_total": 40, "above_ceiling": rows, "cells": cells})
+
+
+@pytest.mark.parametrize("above, status, words", [
+    ([], ledger.HOLDS, "0 of 40 trained heads above 0.63 n"),
+    ([("copy", 0.5)], ledger.HOLDS, "0 of 40"),                        # above only by the numerical rank
+    ([("reversal", 0.9), ("reversal", 1.0)], ledger.CONDITIONAL, "2 of 40 trained heads above 0.63 n by the hardmax "
+                                                                 "rank, all on tasks whose solving pattern"),
+    ([("reversal", 0.9), ("copy", 0.7)], ledger.FAILS, "1 of them on tasks whose pattern stays below it"),
+])
+def test_chapter_5_heads_rule_separates_heads_that_the_task_forces_above_the_ceiling(above, status, words):
+    verdict = ledger.evaluate(rule("05_trained_synthetic", "fig-ch5-phase"), heads_metrics(above))
+    assert verdict.status == status and words in verdict.evidence, verdict
+    none = ch5({"ch5_heads_total": 0, "above_ceiling": [], "cells": []})
+    assert ledger.evaluate(rule("05_trained_synthetic", "fig-ch5-phase"), none).status == ledger.UNTESTABLE

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from helpers.errors import ArgumentError
-from helpers.models import ModelConfig, build_model, count_parameters, pick_device, sinusoidal_table
+from helpers.models import ModelConfig, build_model, count_parameters, pick_device
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest
@@ -72,12 +72,6 @@ def test_rope_scores_depend_on_relative_position():
     scores = rot(reps_q)[0, 0] @ rot(reps_k)[0, 0].T  # (12, 12), depends on i - j only
     assert torch.allclose(scores[3, 1], scores[10, 8], atol=1e-5)
     assert torch.allclose(scores[0, 5], scores[6, 11], atol=1e-5)
-
-
-def test_sinusoidal_table_shape_and_values():
-    table = sinusoidal_table(50, 6)
-    assert table.shape == (50, 6)
-    assert torch.allclose(table[0], torch.tensor([0.0, 1, 0, 1, 0, 1]))
 
 
 def test_seeded_construction_is_deterministic_and_leaves_global_rng():

@@ -124,13 +124,6 @@ def test_hardmax_matrix_measures_equal_an_svd_of_the_one_hot_matrix():
     assert torch.equal(rank.argmax_counts(logits).sum(-1), torch.full((6,), 12))
 
 
-def test_all_ranks_keeps_bare_names_for_chapter_03():
-    a = torch.softmax(torch.randn(3, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64), -1)
-    old = rank.all_ranks(a, rtol=1e-3)
-    new = rank.measures(a, rank.MEASURES, (1e-3,))
-    assert torch.equal(old["numerical"], new["numerical@1e-03"]) and torch.equal(old["stable"], new["stable"])
-
-
 def test_singular_values_are_float64_even_for_float32_input():
     a = torch.randn(5, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float32)
     assert rank.singular_values(a).dtype == torch.float64

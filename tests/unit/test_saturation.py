@@ -1,5 +1,5 @@
 """The book's one saturation definition, against hand-computed crossings, a dense brute-force search, and
-chapter 03's knee (an independent implementation of the same rule)."""
+chapter 03's former knee (an independent implementation of the same rule, kept here as a reference)."""
 
 import math
 
@@ -8,7 +8,6 @@ import pytest
 
 from helpers import saturation as sat
 from helpers.errors import ArgumentError
-from helpers.experiments import ch03_saturation
 
 
 def test_log_interpolation_between_the_grid_points_around_the_first_crossing():
@@ -71,13 +70,26 @@ def test_matches_a_dense_search_on_random_rising_curves():
         assert point.value == pytest.approx(expected, abs=(x[-1] - x[0]) / 100000 + 1e-9)
 
 
+def _chapter_03_knee(d_values, ratios, level):
+    """Chapter 03's knee as it was written before it moved to `saturation_point` (independent reference)."""
+    d, r = np.asarray(d_values, dtype=float), np.asarray(ratios, dtype=float)
+    above = np.where(r >= level)[0]
+    if above.size == 0:
+        return float("nan")
+    i = int(above[0])
+    if i == 0:
+        return float(d[0])
+    frac = (level - r[i - 1]) / (r[i] - r[i - 1])
+    return float(math.exp(math.log(d[i - 1]) + frac * (math.log(d[i]) - math.log(d[i - 1]))))
+
+
 def test_expresses_chapter_03s_knee_exactly():
     rng = np.random.default_rng(1)
     d = np.array([1, 2, 3, 4, 6, 8, 16, 32], dtype=float)
     for _ in range(300):
         ratios = np.sort(rng.uniform(0, 1.2, d.size)) * rng.uniform(0.5, 1.2)
         level = rng.uniform(0.5, 1.0)
-        knee = ch03_saturation.knee(d, ratios, level)
+        knee = _chapter_03_knee(d, ratios, level)
         point = sat.saturation_point(d, ratios, reference=1.0, level=level)
         assert (math.isnan(knee) and point.status == sat.NOT_REACHED) or point.value == pytest.approx(knee)
 

@@ -187,6 +187,53 @@ def test_stopping_rule():
     assert not should_stop([1.0], patience=1, min_improvement=0.0)
 
 
+def test_stopping_rule_with_a_loss_floor_and_a_minimum_wait():
+    assert should_stop([0.5, 0.009], patience=5, min_improvement=0.005, loss_floor=0.01)       # under the floor
+    assert not should_stop([0.5, 0.01], patience=5, min_improvement=0.005, loss_floor=0.01)     # at it: go on
+    assert not should_stop([0.009, 0.5], patience=5, min_improvement=0.005, loss_floor=0.01)    # only the latest counts
+    flat_start = [2.7] * 8                                  # a hard task's initial plateau
+    assert should_stop(flat_start, patience=6, min_improvement=0.005)
+    assert not should_stop(flat_start, patience=6, min_improvement=0.005, min_evals=9)
+    assert should_stop(flat_start, patience=6, min_improvement=0.005, min_evals=8)
+    assert should_stop(flat_start + [0.009], patience=6, min_improvement=0.005, loss_floor=0.01, min_evals=20)
+
+
+def _fresh_and_done(steps_done=300):
+    """A sorting task, an untrained model and one trained beforehand (low validation loss from the start)."""
+    d = data.load("sorting", 12, n_train=256, n_test=32)
+    cfg = configs(d, [4])[0]
+    fresh, done = build_model(cfg, seed=0), build_model(cfg, seed=1)
+    train(done, d, steps=steps_done, batch_size=32, lr=3e-3, eval_every=0, seed=5, progress=False)
+    return d, fresh, done
+
+
+def test_a_model_under_the_loss_floor_stops_and_the_other_is_untouched():
+    d, fresh, done = _fresh_and_done()
+    options = dict(steps=40, batch_size=16, lr=3e-3, eval_every=5, patience=50, progress=False)
+    plain = ModelStack([copy.deepcopy(fresh), copy.deepcopy(done)])
+    plain_result = train_stack(plain, d, seeds=[0, 1], **options)
+    val = plain_result.history.query("metric == 'val_loss' and step == 5").set_index("model").value
+    assert val[1] < val[0], "the pretrained model validates better"
+    floor = math.sqrt(val[0] * val[1])                     # between the two at the first check
+    floored = ModelStack([copy.deepcopy(fresh), copy.deepcopy(done)])
+    status = train_stack(floored, d, seeds=[0, 1], loss_floor=floor, **options).status
+    assert status.converged.tolist() == [False, True] and status.stop_step.tolist() == [40, 5], status
+    assert plain_result.status.converged.tolist() == [False, False]     # patience 50: the relative rule never fires
+    errors = relative_errors(plain.models()[0], floored.state_dict(0))
+    assert max(errors.values()) < 1e-6, "the model above the floor trains exactly as without one"
+
+
+def test_min_evals_delays_the_relative_rule_only():
+    d, fresh, done = _fresh_and_done()
+    options = dict(steps=60, batch_size=16, lr=3e-3, eval_every=5, patience=2, min_improvement=0.01, progress=False)
+    early = train_stack(ModelStack([copy.deepcopy(done)]), d, seeds=[1], **options).status
+    waited = train_stack(ModelStack([copy.deepcopy(done)]), d, seeds=[1], min_evals=8, **options).status
+    first = int(early.stop_step[0])
+    assert early.converged[0] and first < 35, early
+    # 8 validation losses (steps 0, 5, ..., 35): the rule may fire from step 35 on, and does at once on a flat curve
+    assert waited.converged[0] and int(waited.stop_step[0]) == max(first, 35), waited
+
+
 def test_nan_in_one_model_stops_it_and_keeps_the_others(copy_data):
     cfgs = configs(copy_data, [2, 4])
     good, bad = build_model(cfgs[0], seed=0), build_model(cfgs[1], seed=1)
@@ -211,6 +258,10 @@ def test_bad_input_fails_before_training(copy_data):
             train_stack(stack, copy_data, seeds=[0, 1], steps=5, lr=lr, progress=False)
     with pytest.raises(ArgumentError, match="seeds"):
         train_stack(stack, copy_data, seeds=[0], steps=5, progress=False)
+    with pytest.raises(ArgumentError, match="loss_floor"):
+        train_stack(stack, copy_data, seeds=[0, 1], steps=5, loss_floor=0.1, progress=False)  # needs patience
+    with pytest.raises(ArgumentError, match="min_evals"):
+        train_stack(stack, copy_data, seeds=[0, 1], steps=5, patience=2, min_evals=-1, progress=False)
     assert all(torch.equal(before[k], v) for k, v in stack.params.items())
     with pytest.raises(ArgumentError, match=r"Argument models: got \[\]"):
         ModelStack([])
