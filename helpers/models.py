@@ -18,10 +18,14 @@ Outputs (`task`):
 Attention has two paths that agree to float tolerance: "fast" (`scaled_dot_product_attention`, used for
 training) and "explicit" (softmax probabilities materialised). Logits are `scale * q k^T` with
 `scale = 1 / sqrt(d_head)` unless `scale` or `temperature` (scale = 1 / temperature) is given.
+`d_head` is the query/key (attention) width of a head; `d_value` (default: d_head) is its value/output width,
+so a sweep over d_head can hold the value path and its parameter count fixed. The fused projection `qkv`
+holds, row-block by row-block, W_q `(heads d_head, d_model)`, W_k (same) and W_v `(heads d_value, d_model)`.
 `helpers.capture` reads the probabilities without changing the output.
 """
 
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -65,7 +69,7 @@ class ModelConfig:
 
     d_model: int = 64
     n_heads: int = 4
-    d_head: int | None = None  # None: d_model // n_heads
+    d_head: int | None = None  # query/key width per head; None: d_model // n_heads
     n_layers: int = 2
     mlp: bool = True  # False: attention-only blocks
     d_mlp: int | None = None  # None: 4 * d_model
@@ -88,11 +92,12 @@ class ModelConfig:
     dropout: float = 0.0
     bias: bool = True
     attention: str = "fast"  # default path: "fast" or "explicit"
+    d_value: int | None = None  # value/output width per head; None: the query/key width (head_dim)
 
     def __post_init__(self):
         for name in ("d_model", "n_heads", "n_layers", "max_len", "channels"):
             _positive_int(name, getattr(self, name))
-        for name in ("d_head", "d_mlp", "vocab_size", "input_dim", "image_size", "patch_size", "n_classes"):
+        for name in ("d_head", "d_value", "d_mlp", "vocab_size", "input_dim", "image_size", "patch_size", "n_classes"):
             _optional_positive_int(name, getattr(self, name))
         for name, options in (("activation", ACTIVATIONS), ("norm", NORMS), ("pos", POSITIONS), ("task", TASKS),
                               ("pool", POOLS), ("attention", PATHS)):
@@ -135,6 +140,11 @@ class ModelConfig:
     def head_dim(self) -> int:
         """d_head, defaulting to d_model // n_heads."""
         return self.d_head if self.d_head is not None else self.d_model // self.n_heads
+
+    @property
+    def value_dim(self) -> int:
+        """d_value, defaulting to the query/key width `head_dim`."""
+        return self.d_value if self.d_value is not None else self.head_dim
 
     @property
     def attn_scale(self) -> float:
@@ -206,7 +216,7 @@ class Rotary(nn.Module):
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention with `n_heads` heads of width `d_head` (any value).
+    """Multi-head self-attention with `n_heads` heads of query/key width `d_head` and value width `d_value`.
 
     `path` chooses "fast" (SDPA) or "explicit"; `probe`, when set (by `helpers.capture`), is called with the
     probabilities `(batch, heads, n, n)` and the output is left exactly as the path computes it.
@@ -214,19 +224,20 @@ class Attention(nn.Module):
 
     def __init__(self, cfg: ModelConfig, rotary: Rotary | None):
         super().__init__()
-        self.n_heads, self.d_head = cfg.n_heads, cfg.head_dim
+        self.n_heads, self.d_head, self.d_value = cfg.n_heads, cfg.head_dim, cfg.value_dim
         self.scale, self.causal = cfg.attn_scale, cfg.causal
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.n_heads * cfg.head_dim, bias=cfg.bias)
-        self.out = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=cfg.bias)
+        self.qkv = nn.Linear(cfg.d_model, cfg.n_heads * (2 * cfg.head_dim + cfg.value_dim), bias=cfg.bias)
+        self.out = nn.Linear(cfg.n_heads * cfg.value_dim, cfg.d_model, bias=cfg.bias)
         self.rotary = rotary
         self.path = cfg.attention
         self.probe = None
 
     def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys, values `(batch, heads, n, d_head)` each, rotary applied."""
+        """Queries, keys `(batch, heads, n, d_head)` and values `(batch, heads, n, d_value)`, rotary applied."""
         b, n, _ = x.shape
-        qkv = self.qkv(x).view(b, n, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)
+        width = self.n_heads * self.d_head
+        q, k, v = self.qkv(x).split([width, width, self.n_heads * self.d_value], dim=-1)
+        q, k, v = (t.reshape(b, n, self.n_heads, -1).transpose(1, 2) for t in (q, k, v))
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         return q, k, v
@@ -253,7 +264,7 @@ class Attention(nn.Module):
                 with torch.no_grad():
                     self.probe(self.probabilities(q.detach(), k.detach()))
             mixed = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, scale=self.scale)
-        return self.out(mixed.transpose(1, 2).reshape(b, n, self.n_heads * self.d_head))
+        return self.out(mixed.transpose(1, 2).reshape(b, n, self.n_heads * self.d_value))
 
 
 class Block(nn.Module):
@@ -386,6 +397,23 @@ def build_model(cfg: ModelConfig | dict | None = None, seed: int = 0, device=Non
         torch.manual_seed(seed)
         model = Transformer(cfg)
     return model.to(target)
+
+
+@contextmanager
+def uniform_attention(model: Transformer):
+    """Inside the block, every head attends uniformly (over the keys its mask allows): logits scale 0.
+
+    For the load-bearing test: the loss with trained attention against the loss with uniform attention.
+    The model's scales and paths are restored afterwards, even after an error.
+    """
+    saved = [(attn.scale, attn.path) for attn in model.attentions]
+    try:
+        for attn in model.attentions:
+            attn.scale, attn.path = 0.0, "explicit"
+        yield model
+    finally:
+        for attn, (scale, path) in zip(model.attentions, saved):
+            attn.scale, attn.path = scale, path
 
 
 def count_parameters(model: nn.Module) -> int:

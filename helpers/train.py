@@ -44,6 +44,26 @@ def lr_factor(step: int, steps: int, warmup: int, final: float = 0.0) -> float:
     return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
+class BatchOrder:
+    """The example order of one training run: a fresh permutation of `count` examples from `seed` each epoch.
+
+    `next(batch_size)` gives the indices `(batch_size,)` of the next batch; an epoch's tail shorter than a
+    batch is skipped. The stacked trainer draws each model's batches from its own `BatchOrder`, so a model
+    sees the same batches in a stack as alone.
+    """
+
+    def __init__(self, count: int, seed: int):
+        self.count, self.gen = count, torch_generator(seed)
+        self.perm, self.cursor = torch.randperm(count, generator=self.gen), 0
+
+    def next(self, batch_size: int) -> torch.Tensor:
+        if self.cursor + batch_size > self.count:
+            self.perm, self.cursor = torch.randperm(self.count, generator=self.gen), 0
+        index = self.perm[self.cursor:self.cursor + batch_size]
+        self.cursor += batch_size
+        return index
+
+
 def loss_and_hits(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, int, int]:
     """Cross-entropy (mean over counted targets), number correct, number counted.
 
@@ -86,7 +106,7 @@ def _check(steps, batch_size, lr, warmup, clip, eval_every, rank_every, rank_mea
     integer("warmup", warmup, 0)
     integer("eval_every", eval_every, 0)
     integer("rank_every", rank_every, 0)
-    if not isinstance(lr, (int, float)) or not lr > 0 or not math.isfinite(lr):
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0 or not math.isfinite(lr):
         raise ArgumentError("lr", lr, "a finite number > 0")
     if clip is not None and not clip > 0:
         raise ArgumentError("clip", clip, "None (no clipping) or a number > 0")
@@ -141,7 +161,7 @@ def train(
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, steps, warmup, final_lr_ratio))
-    order_gen = torch_generator(seed)
+    order = BatchOrder(len(train_x), seed)
     rows: list[dict] = []
 
     def log(step, metric, value, layer=None, head=None):
@@ -177,13 +197,9 @@ def train(
         torch.manual_seed(seed)
         checkpoint(0)
         running, count = 0.0, 0
-        perm, cursor = torch.randperm(len(train_x), generator=order_gen), 0
         try:
             for step in range(1, steps + 1):
-                if cursor + batch_size > len(perm):
-                    perm, cursor = torch.randperm(len(train_x), generator=order_gen), 0
-                index = perm[cursor:cursor + batch_size].to(device)
-                cursor += batch_size
+                index = order.next(batch_size).to(device)
                 loss, _, _ = loss_and_hits(model(train_x[index]), train_y[index])
                 if not torch.isfinite(loss):
                     raise TrainingDiverged(

@@ -7,12 +7,16 @@ so chapters never edit one shared file; this module holds the runner they all us
         ...
     df = run_sweep("random_rank", point, grid(n=[64, 128], d_head=[1, 2, 4]), seeds=[0, 1])
 
+Models that differ only in one axis (the query/key width) and their seed can be trained together, as one
+stacked computation (`helpers.stacked`), with `run_stacked_sweep`: each stack is one task of the runner.
+
 Every row of the result carries its config and seed. Points already in the store are loaded,
 not recomputed, so a killed sweep resumes where it stopped (each point is written atomically as soon as
 it is done). `df.attrs["computed"]` and `df.attrs["loaded"]` count the points of each kind.
 """
 
 import itertools
+import json
 import sys
 from collections.abc import Callable
 
@@ -118,3 +122,45 @@ def run_sweep(
     frame = pd.DataFrame(rows)
     frame.attrs.update(computed=len(missing), loaded=len(tasks) - len(missing))
     return frame
+
+
+def stack_configs(configs: list[dict], seeds: list[int], axis: str = "d_head", buckets=None) -> list[dict]:
+    """Group a grid into stack tasks: configs equal but for `axis` share a stack, with every seed.
+
+    `buckets(values) -> list of lists` splits a group's `axis` values into stacks (for example
+    `helpers.stacked.bucket_head_dims`); None keeps each group whole. Each task is the shared config plus
+    `members`: `[{axis: value, "seed": seed}, ...]`, value-major.
+    """
+    configs, seeds = _check("stacked sweep", lambda: None, configs, seeds)
+    groups: dict[str, tuple[dict, list]] = {}
+    for config in configs:
+        if axis not in config:
+            raise ValueError(f"run_stacked_sweep: every config needs the stacked axis {axis!r}; got {config!r}")
+        shared = {k: v for k, v in config.items() if k != axis}
+        key = json.dumps(shared, sort_keys=True, default=str)
+        groups.setdefault(key, (shared, []))[1].append(config[axis])
+    tasks = []
+    for shared, values in groups.values():
+        for bucket in (buckets(values) if buckets is not None else [values]):
+            tasks.append({**shared, "members": [{axis: v, "seed": s} for v in bucket for s in seeds]})
+    return tasks
+
+
+def run_stacked_sweep(name: str, point: Callable[..., list[dict]], configs: list[dict], seeds: list[int],
+                      axis: str = "d_head", buckets=None, **options) -> pd.DataFrame:
+    """`run_sweep` with one task per stack of models (see `stack_configs`), rows as if run one by one.
+
+    `point(**shared_config, members=[{axis: value, "seed": seed}, ...], seed=0)` trains the stack and returns
+    rows that each carry the `axis` value and `seed` of their model. A finished stack is stored and loaded,
+    never retrained; `executor` sends whole stacks to workers. Options go to `run_sweep`.
+    """
+    tasks = stack_configs(configs, seeds, axis, buckets)
+    frame = run_sweep(name, point, tasks, seeds=[0], **options)
+    for task in tasks:  # every model of every stack reported back
+        for member in task["members"]:
+            rows = frame[(frame[axis] == member[axis]) & (frame["seed"] == member["seed"])] \
+                if axis in frame and "seed" in frame else frame.iloc[:0]
+            if rows.empty:
+                raise ValueError(f"run_stacked_sweep {name!r}: the point returned no row for {member} "
+                                 f"(each row must carry {axis!r} and 'seed')")
+    return frame.drop(columns="members")

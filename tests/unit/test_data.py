@@ -117,3 +117,14 @@ def test_missing_package_says_how_to_install(monkeypatch):
 def test_bad_arguments_name_the_parameter(call, name):
     with pytest.raises(ArgumentError, match=f"Argument {name}:"):
         call()
+
+
+def test_bbc_news_characters():
+    from helpers import data as datasets
+
+    d = datasets.load("bbc", 64, n_train=32, n_test=8)
+    assert d.train_x.shape == (32, 64) and d.causal and d.vocab_size == len(d.info["alphabet"])
+    assert torch.equal(d.train_x[:, 1:], d.train_y[:, :-1])  # next-character targets
+    articles = datasets.bbc_articles()
+    assert len(articles) == 2225 and "Â" not in "".join(articles[:200])  # UTF-8 read as UTF-8
+    assert d.info["test_chars"] < 0.15 * (d.info["train_chars"] + d.info["test_chars"])

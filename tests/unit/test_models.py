@@ -145,3 +145,46 @@ def test_build_model_from_dict_and_device():
     assert pick_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ArgumentError, match="device"):
         pick_device("tpu")
+
+
+@pytest.mark.parametrize("d_head", [1, 3, 8])
+def test_value_width_is_separate_from_query_key_width(d_head):
+    """rank(W_q W_k^T) per head <= d_head; the value path keeps width d_value and its parameter count."""
+    d_model, heads, d_value = 16, 2, 4
+    model = build_model(vocab_size=11, d_model=d_model, n_heads=heads, d_head=d_head, d_value=d_value, seed=2)
+    attn = model.blocks[0].attn
+    weight = attn.qkv.weight.detach().double()
+    assert weight.shape == (heads * (2 * d_head + d_value), d_model)
+    for h in range(heads):
+        w_q = weight[h * d_head:(h + 1) * d_head]
+        w_k = weight[(heads + h) * d_head:(heads + h + 1) * d_head]
+        bilinear = w_q.T @ w_k  # (d_model, d_model): logits = x^T W_q^T W_k y
+        assert torch.linalg.matrix_rank(bilinear).item() == min(d_head, d_model)
+    assert attn.out.weight.shape == (d_model, heads * d_value)
+    value_params = weight[2 * heads * d_head:].numel() + attn.out.weight.numel()
+    assert value_params == heads * d_value * d_model * 2  # the same for every d_head
+    x = tokens(vocab=11)
+    assert model(x).shape == (3, 10, 11)
+    explicit = build_model(model.cfg, seed=2).set_attention_path("explicit")
+    assert torch.allclose(model(x), explicit(x), atol=1e-5)
+
+
+def test_attention_with_a_separate_value_width_by_hand():
+    """One attention layer recomputed in float64 numpy from its weights: out(softmax(s q k^T) v)."""
+    import numpy as np
+
+    model = build_model(input_dim=5, task="features", d_model=6, n_heads=2, d_head=3, d_value=2, n_layers=1,
+                        mlp=False, norm="none", residual=False, pos="none", causal=True, seed=4).double()
+    x = torch.randn(1, 7, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    h = x[0].numpy() @ state["embed.weight"].T + state["embed.bias"]
+    qkv = h @ state["blocks.0.attn.qkv.weight"].T + state["blocks.0.attn.qkv.bias"]
+    q, k, v = qkv[:, :6].reshape(7, 2, 3), qkv[:, 6:12].reshape(7, 2, 3), qkv[:, 12:].reshape(7, 2, 2)
+    heads = []
+    for i in range(2):
+        logits = q[:, i] @ k[:, i].T / np.sqrt(3) + np.triu(np.full((7, 7), -np.inf), 1)
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        heads.append((p / p.sum(1, keepdims=True)) @ v[:, i])
+    expected = np.concatenate(heads, 1) @ state["blocks.0.attn.out.weight"].T + state["blocks.0.attn.out.bias"]
+    assert np.allclose(model(x)[0].detach().numpy(), expected, atol=1e-10)
+    assert ModelConfig(vocab_size=5, d_head=3).value_dim == 3  # default: the query/key width

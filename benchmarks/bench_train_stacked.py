@@ -1,0 +1,136 @@
+"""The stacked trainer against training the same models one after the other with `helpers.train.train`.
+
+Grid: 8 query/key widths (1 to 64) x 3 seeds, d_model 64, 2 layers, 4 heads, value width 16, Shakespeare
+characters at n = 128, 16 windows per step. Prints, in one process:
+  1. tokens per second per model, stacked (stacks from `bucket_head_dims`) against one by one (goal >= 3x),
+     at one thread for both, and each side at its own default (one by one: `train`'s threads="auto", one
+     thread for small models; stacked: every core);
+  2. the fraction of the peak float32 matmul rate (a large torch.mm, same run) that each reaches, counting each
+     model's useful matmul FLOPs at its own query/key width;
+  3. time until a Shakespeare model at n = 128 reaches 3.0 bits/char on held-out text: 3 seeds stacked against
+     3 seeds one by one (wall time to the first evaluation at or below the target, evaluations included).
+BENCH_STEPS (default 12) sets the steps per model of part 1; BENCH_TARGET_STEPS (default 1500) caps part 3.
+"""
+
+import math
+import os
+import time
+
+import torch
+from _common import header, peak_matmul_flops, threads, training_flops_per_token, verdict
+
+from helpers import data as datasets
+from helpers.models import ModelConfig, build_model
+from helpers.stacked import ModelStack, bucket_head_dims, qk_work_offset, train_stack
+from helpers.train import train
+
+DIMS = [1, 2, 4, 8, 16, 24, 32, 64]
+SEEDS = [0, 1, 2]
+N, BATCH = 128, 16
+STEPS = int(os.environ.get("BENCH_STEPS", 12))
+TARGET_BITS = 3.0
+TARGET_STEPS = int(os.environ.get("BENCH_TARGET_STEPS", 1500))
+
+
+def config(data, d_head):
+    return ModelConfig(d_model=64, n_heads=4, n_layers=2, d_head=d_head, d_value=16, **data.model_fields())
+
+
+def one_by_one(data, steps, thread_setting):
+    started = time.perf_counter()
+    for d in DIMS:
+        for seed in SEEDS:
+            model = build_model(config(data, d), seed=seed, device="cpu")
+            train(model, data, steps=steps, batch_size=BATCH, eval_every=0, seed=seed, progress=False,
+                  threads=thread_setting)
+    return time.perf_counter() - started
+
+
+def stacked(data, steps, groups, thread_setting):
+    started = time.perf_counter()
+    for group in groups:
+        members = [(d, s) for d in group for s in SEEDS]
+        stack = ModelStack.build([config(data, d) for d, _ in members], [s for _, s in members], device="cpu")
+        train_stack(stack, data, seeds=[s for _, s in members], steps=steps, batch_size=BATCH, eval_every=0,
+                    progress=False, threads=thread_setting)
+    return time.perf_counter() - started
+
+
+def throughput(data, groups):
+    tokens_per_model = STEPS * BATCH * N
+    useful = sum(training_flops_per_token(config(data, d), N) for d in DIMS) * len(SEEDS) * BATCH * N * STEPS
+    cores = os.cpu_count() or 1
+    runs = {"one by one, 1 thread": lambda: one_by_one(data, STEPS, 1),
+            "stacked, 1 thread": lambda: stacked(data, STEPS, groups, 1),
+            f"one by one, default (auto)": lambda: one_by_one(data, STEPS, "auto"),
+            f"stacked, {cores} threads": lambda: stacked(data, STEPS, groups, cores)}
+    one_by_one(data, 2, 1), stacked(data, 2, groups, 1)  # warm-up
+    seconds = {name: [] for name in runs}
+    for _ in range(2):  # interleaved, best of two: load changes hit both sides alike
+        for name, run in runs.items():
+            seconds[name].append(run())
+    best = {name: min(v) for name, v in seconds.items()}
+    with threads(1):
+        peak1 = peak_matmul_flops()
+    with threads(cores):
+        peak_all = peak_matmul_flops()
+    print(f"  peak float32 matmul (torch.mm 2048^2): {peak1 / 1e9:.0f} GFLOP/s on 1 thread, "
+          f"{peak_all / 1e9:.0f} GFLOP/s on {cores}")
+    for name, t in best.items():
+        peak = peak1 if "1 thread" in name or "auto" in name else peak_all
+        print(f"  {name}: {len(DIMS) * len(SEEDS) * tokens_per_model / t / len(DIMS) / len(SEEDS):,.0f} tokens/s "
+              f"per model ({t:.1f} s for {len(DIMS) * len(SEEDS)} models x {STEPS} steps), "
+              f"{useful / t / 1e9:.1f} GFLOP/s = {useful / t / peak:.1%} of peak")
+    same = best["one by one, 1 thread"] / best["stacked, 1 thread"]
+    default = best["one by one, default (auto)"] / best[f"stacked, {cores} threads"]
+    print("  " + verdict("stacked vs one by one, tokens/s per model, both on 1 thread", same, 3))
+    print("  " + verdict(f"stacked on {cores} threads vs one by one at its default", default, 3))
+
+
+def time_to_target(data):
+    cfg = config(data, 16)
+    eval_every = 50
+
+    def first_crossing(history, seconds_metric="seconds"):
+        loss = history[history.metric == "test_loss"]
+        hit = loss[loss.value / math.log(2) <= TARGET_BITS]
+        if hit.empty:
+            return None
+        step = hit.step.min()
+        return float(history[(history.metric == seconds_metric) & (history.step == step)].value.max())
+
+    alone = []
+    for seed in SEEDS:
+        model = build_model(cfg, seed=seed, device="cpu")
+        started = time.perf_counter()
+        clock = [lambda step, m: [{"metric": "seconds", "value": time.perf_counter() - started}]]
+        history = train(model, data, steps=TARGET_STEPS, batch_size=BATCH, eval_every=eval_every, seed=seed,
+                        progress=False, callbacks=clock)
+        alone.append(first_crossing(history))
+    stack = ModelStack.build([cfg] * len(SEEDS), SEEDS, device="cpu")
+    history = train_stack(stack, data, seeds=SEEDS, steps=TARGET_STEPS, batch_size=BATCH, eval_every=eval_every,
+                          progress=False, threads=1).history
+    reached = []  # the stack is done when its last seed reaches the target
+    for model in range(len(SEEDS)):
+        reached.append(first_crossing(history[history.model == model]))
+    if None in alone or None in reached:
+        print(f"  time to {TARGET_BITS} bits/char: not reached within {TARGET_STEPS} steps "
+              f"(one by one {alone}, stacked {reached})")
+        return
+    total_alone, total_stacked = sum(alone), max(reached)
+    print(f"  time to {TARGET_BITS} bits/char (Shakespeare n = {N}, d_head 16, 3 seeds, 1 thread): "
+          f"one by one {total_alone:.0f} s (per seed {[round(a) for a in alone]}), stacked {total_stacked:.0f} s; "
+          f"ratio {total_alone / total_stacked:.2f}x")
+
+
+if __name__ == "__main__":
+    header("stacked trainer vs one by one")
+    print(f"  load averages {os.getloadavg()}")
+    text = datasets.load("shakespeare", N, n_train=max(4096, TARGET_STEPS * BATCH), n_test=128)
+    off = qk_work_offset(config(text, 1), N)
+    groups = bucket_head_dims(DIMS, off)
+    print(f"  stacks (query/key widths, each x {len(SEEDS)} seeds): {groups} (fixed work = {off:.0f} dims)")
+    throughput(text, groups)
+    if TARGET_STEPS:
+        time_to_target(text)
+    print(f"  load averages {os.getloadavg()}")

@@ -1,0 +1,608 @@
+"""Train a stack of small transformers of one family at once: one computation with a leading model axis.
+
+    configs = [ModelConfig(d_head=d, d_value=16, **fields) for d in (1, 3, 8, 16)]
+    stack = ModelStack.build(configs, seeds=[0, 1, 2, 3])      # or ModelStack([model, model, ...])
+    result = train_stack(stack, data, seeds=[0, 1, 2, 3], steps=3000, eval_every=100, patience=5)
+    result.status                                               # per model: converged, stop_step, test_loss, ...
+    models = stack.models()                                     # standalone `helpers.models.Transformer`s
+
+**Family.** The models of a stack share everything but the query/key width `d_head` (and their seeds): the
+value width (`value_dim`), d_model, heads, layers, inputs, task, positions, norms. Rotary positions need one
+`d_head` per stack; dropout is not supported (a stack must be exactly its models).
+
+**Padding is exact.** Every model's query and key blocks of `qkv` are padded with zero rows to the largest
+`d_head` of the stack, D: q_h = [q_h, 0], k_h = [k_h, 0], so q.k is unchanged. Those rows get exactly zero
+gradient (a padded query column only meets padded key columns, which are zero), their gradients are masked
+all the same, and AdamW keeps zero at zero (weight decay of 0 is 0). Each model keeps its own logit scale,
+passed as data (`1/sqrt(d_head)` of the model, not of D).
+
+**Per model, as if alone.** The input batch has a model axis: model i reads its own batches from its own
+`BatchOrder(seed_i)` (the standalone trainer's), so with the same seeds a stack reproduces `helpers.train.train`
+model by model (a test checks 1e-5 after 20 steps). AdamW is elementwise, so one AdamW over the stacked
+tensors is per-model state; gradient clipping uses each model's own gradient norm. A model that stopped (or
+diverged) does not move at all afterwards: its update, momentum and step count are masked out.
+
+**Stopping rule.** Every `eval_every` steps each model is scored on held-out validation examples (the last
+`val_examples` training examples, never trained on). A model stops, *converged*, when none of its last
+`patience` evaluations improved on the best earlier validation loss by more than `min_improvement` (0.5 %
+relative); otherwise it runs to `steps`. `patience=None` switches the rule off (and keeps every example for
+training). A NaN or infinite training loss stops that model only; the others finish, then `StackDiverged`
+names the failed models (the stack and `error.result` keep everyone's results).
+
+**Buckets.** `bucket_head_dims` groups the d_head values of a sweep into stacks so that padding wastes at most
+`max_waste` (25 %) of the stack's work: the work of a model is counted, per token and layer, as the
+multiply-adds of its query/key path (projections and scores, proportional to d_head) plus the fixed rest
+(value path, output projection, MLP); dims are taken in increasing order and a new stack starts whenever
+padding the next dim's stack to it would exceed the budget. Small dims are cheap next to the fixed rest, so
+1..16 share a stack at d_model 64, while 32 and 64 get stacks of their own.
+
+Device handling: `helpers.models.pick_device` (CUDA when present), once, in `train_stack`.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from . import paths
+from .cache import cache_key
+from .errors import ArgumentError
+from .data import IGNORE, TaskData
+from .models import ModelConfig, Rotary, Transformer, build_model, pick_device, sinusoidal_table
+from .train import BatchOrder, TrainingDiverged, _check, lr_factor
+
+PATHS = ("fast", "explicit")
+
+
+class StackDiverged(TrainingDiverged):
+    """Some models of a stack diverged; `result` holds the history and status of every model."""
+
+    def __init__(self, message: str, result: "StackResult"):
+        super().__init__(message)
+        self.result = result
+
+
+def _family(cfg: ModelConfig) -> dict:
+    """The fields that must agree inside a stack (all but the query/key width)."""
+    fields = cfg.to_dict()
+    fields["d_head"] = None
+    fields["d_value"] = cfg.value_dim
+    if cfg.scale is None and cfg.temperature is None:
+        fields["scale"] = "1/sqrt(d_head)"
+    return fields
+
+
+def _qkv_rows(n_heads: int, d_head: int, d_value: int, padded: int) -> torch.Tensor:
+    """Where the rows of a model's `qkv` (q, k blocks of width d_head per head, then v) sit in the padded one."""
+    heads = torch.arange(n_heads)[:, None] * padded
+    qk = (heads + torch.arange(d_head)).reshape(-1)  # (n_heads d_head,)
+    v = 2 * n_heads * padded + torch.arange(n_heads * d_value)
+    return torch.cat([qk, n_heads * padded + qk, v])
+
+
+class ModelStack:
+    """M models of one family as stacked parameters `(M, *shape)`, queries/keys padded to the largest d_head.
+
+    `params[name]` has the standalone parameter name (`blocks.0.attn.qkv.weight`, ...); `forward(x)` takes
+    inputs with a model axis, `(M, batch, ...)`, and returns `(M, batch, ...)` outputs.
+    """
+
+    def __init__(self, models: list[Transformer], attention: str = "fast"):
+        models = list(models) if isinstance(models, (list, tuple)) else models
+        if not isinstance(models, list) or not models:
+            raise ArgumentError("models", models, "a non-empty list of helpers.models.Transformer")
+        for i, model in enumerate(models):
+            if not isinstance(model, Transformer):
+                raise ArgumentError(f"models[{i}]", type(model).__name__, "a helpers.models.Transformer")
+        if attention not in PATHS:
+            raise ArgumentError("attention", attention, f"one of {list(PATHS)}")
+        self.configs = [m.cfg for m in models]
+        base = _family(self.configs[0])
+        for i, cfg in enumerate(self.configs[1:], start=1):
+            other = _family(cfg)
+            differ = [k for k in base if base[k] != other[k]]
+            if differ:
+                k = differ[0]
+                raise ArgumentError(f"models[{i}].cfg.{k}", other[k],
+                                     f"{base[k]!r} as in models[0]: a stack holds one family (only d_head may "
+                                     f"differ; set d_value to hold the value width fixed)")
+        first = self.configs[0]
+        dims = [cfg.head_dim for cfg in self.configs]
+        if first.pos == "rope" and len(set(dims)) > 1:
+            raise ArgumentError("models", f"d_head {sorted(set(dims))}", "one d_head per stack with pos='rope'")
+        if first.dropout:
+            raise ArgumentError("models[0].cfg.dropout", first.dropout, "0 in a stack")
+        self.d_heads = dims
+        self.padded = max(dims)
+        self.template = replace(first, d_head=self.padded, d_value=first.value_dim)
+        self.attention = attention
+        device = next(models[0].parameters()).device
+        self.scales = torch.tensor([cfg.attn_scale for cfg in self.configs], device=device)
+        names = [name for name, _ in models[0].named_parameters()]
+        self._rows = [_qkv_rows(first.n_heads, d, first.value_dim, self.padded).to(device) for d in dims]
+        self.params, self.masks = {}, {}
+        with torch.no_grad():
+            for name in names:
+                slices = [dict(m.named_parameters())[name].detach() for m in models]
+                if ".attn.qkv." in name and len(set(dims)) > 1:
+                    padded_shape = (first.n_heads * (2 * self.padded + first.value_dim),) + slices[0].shape[1:]
+                    stacked = torch.zeros((len(models),) + padded_shape, device=device)
+                    for i, (rows, value) in enumerate(zip(self._rows, slices)):
+                        stacked[i, rows] = value
+                    mask = torch.zeros_like(stacked)
+                    for i, rows in enumerate(self._rows):
+                        mask[i, rows] = 1.0
+                    self.masks[name] = mask
+                else:
+                    stacked = torch.stack(slices)
+                self.params[name] = stacked.clone().requires_grad_(True)
+        self.ndims = {name: models[0].get_parameter(name).ndim for name in names}  # decay only matrices
+        self.pos_table = (sinusoidal_table(first.max_len, first.d_model).to(device)
+                          if first.pos == "sinusoidal" else None)
+        self.rotary = Rotary(self.padded, first.max_len).to(device) if first.pos == "rope" else None
+
+    @classmethod
+    def build(cls, configs: list, seeds: list[int], device=None, attention: str = "fast") -> "ModelStack":
+        """A stack of freshly initialised models: model i is `build_model(configs[i], seed=seeds[i])`."""
+        configs, seeds = list(configs), list(seeds)
+        if not configs:
+            raise ArgumentError("configs", configs, "a non-empty list of ModelConfig")
+        if len(seeds) != len(configs):
+            raise ArgumentError("seeds", seeds, f"one seed per config ({len(configs)})")
+        return cls([build_model(cfg, seed=s, device=device) for cfg, s in zip(configs, seeds)], attention)
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    @property
+    def device(self) -> torch.device:
+        return self.scales.device
+
+    def to(self, device) -> "ModelStack":
+        device = pick_device(device)
+        with torch.no_grad():
+            self.params = {k: v.detach().to(device).requires_grad_(True) for k, v in self.params.items()}
+        self.masks = {k: v.to(device) for k, v in self.masks.items()}
+        self.scales = self.scales.to(device)
+        self._rows = [r.to(device) for r in self._rows]
+        if self.pos_table is not None:
+            self.pos_table = self.pos_table.to(device)
+        if self.rotary is not None:
+            self.rotary = self.rotary.to(device)
+        return self
+
+    def save(self, path: Path) -> Path:
+        """Every model's (unpadded) parameters and config in one `.npz` (no pickle), written atomically."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {f"{i}/{k}": v.cpu().numpy() for i in range(len(self)) for k, v in self.state_dict(i).items()}
+        arrays["configs"] = np.array(json.dumps([cfg.to_dict() for cfg in self.configs]))
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: Path, device=None, attention: str = "fast") -> "ModelStack":
+        """The stack written by `save` (use `.models()` for the standalone models)."""
+        with np.load(path, allow_pickle=False) as arrays:
+            configs = [ModelConfig.from_dict(c) for c in json.loads(str(arrays["configs"]))]
+            models = []
+            for i, cfg in enumerate(configs):
+                model = build_model(cfg, seed=0, device=device)
+                prefix = f"{i}/"
+                model.load_state_dict({k[len(prefix):]: torch.from_numpy(arrays[k]) for k in arrays.files
+                                       if k.startswith(prefix)})
+                models.append(model)
+        return cls(models, attention)
+
+    def state_dict(self, index: int) -> dict:
+        """Model `index`'s parameters, unpadded, as a standalone state dict (detached copies)."""
+        out = {}
+        for name, value in self.params.items():
+            value = value[index].detach()
+            out[name] = (value[self._rows[index]] if name in self.masks else value).clone()
+        return out
+
+    def models(self, device=None) -> list[Transformer]:
+        """The stack split back into standalone models (on `device`, default the stack's)."""
+        target = self.device if device is None else pick_device(device)
+        out = []
+        for i, cfg in enumerate(self.configs):
+            model = build_model(cfg, seed=0, device=target)
+            model.load_state_dict(self.state_dict(i))  # buffers are rebuilt by the constructor
+            out.append(model.eval())
+        return out
+
+    # ---- the stacked forward pass: every tensor carries the model axis first ----
+
+    def _linear(self, x, name):
+        """x `(M, ..., in)` through `name.weight` `(M, out, in)` and `name.bias` `(M, out)`."""
+        w, b = self.params[name + ".weight"], self.params.get(name + ".bias")
+        shape = x.shape
+        out = torch.matmul(x.reshape(shape[0], -1, shape[-1]), w.transpose(1, 2))  # 2x baddbmm's speed on CPU
+        out = out if b is None else out + b.unsqueeze(1)
+        return out.reshape(*shape[:-1], w.shape[1])
+
+    def _norm(self, x, name):
+        if self.template.norm == "none":
+            return x
+        view = (x.shape[0],) + (1,) * (x.ndim - 2) + (x.shape[-1],)
+        return F.layer_norm(x, x.shape[-1:]) * self.params[name + ".weight"].view(view) + \
+            self.params[name + ".bias"].view(view)
+
+    def _attention(self, x, prefix):
+        cfg = self.template
+        m, b, n, _ = x.shape
+        h, d, dv = cfg.n_heads, self.padded, cfg.value_dim
+        q, k, v = self._linear(x, prefix + ".qkv").split([h * d, h * d, h * dv], dim=-1)
+        q, k, v = (t.reshape(m, b, n, h, -1).transpose(2, 3) for t in (q, k, v))  # (M, B, heads, n, width)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        q = q * self.scales.view(m, 1, 1, 1, 1)  # each model's own 1/sqrt(d_head)
+        q, k, v = (t.reshape(m * b, h, n, -1) for t in (q, k, v))
+        if self.attention == "fast":
+            mixed = F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal, scale=1.0)
+        else:
+            logits = q @ k.transpose(-1, -2)
+            if cfg.causal:
+                mask = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+                logits = logits.masked_fill(mask, float("-inf"))
+            mixed = torch.softmax(logits, dim=-1) @ v
+        mixed = mixed.reshape(m, b, h, n, dv).transpose(2, 3).reshape(m, b, n, h * dv)
+        return self._linear(mixed, prefix + ".out")
+
+    def _mlp(self, x, prefix):
+        act = F.gelu if self.template.activation == "gelu" else F.relu
+        return self._linear(act(self._linear(x, prefix + ".mlp.0")), prefix + ".mlp.2")
+
+    def _sub(self, x, layer, prefix, norm):
+        if self.template.norm == "pre":
+            y = layer(self._norm(x, norm), prefix)
+            return x + y if self.template.residual else y
+        y = layer(x, prefix)
+        return self._norm(x + y if self.template.residual else y, norm)
+
+    def _embed(self, x):
+        cfg, m = self.template, len(self)
+        if cfg.vocab_size is not None:
+            table = self.params["embed.weight"]  # (M, V, d_model)
+            offsets = (torch.arange(m, device=x.device) * cfg.vocab_size).view(m, *(1,) * (x.ndim - 1))
+            return F.embedding(x + offsets, table.reshape(m * cfg.vocab_size, -1))
+        if cfg.input_dim is not None:
+            return self._linear(x, "embed")
+        p, c, s = cfg.patch_size, cfg.channels, cfg.image_size
+        b = x.shape[1]
+        if x.shape[2:] not in ((c, s, s), (s, s)):
+            raise ValueError(f"images must be (M, batch, {c}, {s}, {s}); got {tuple(x.shape)}")
+        patches = F.unfold(x.reshape(m * b, c, s, s), kernel_size=p, stride=p)  # (M B, C p p, patches)
+        patches = patches.transpose(1, 2).reshape(m, b, -1, c * p * p)
+        weight = self.params["embed.proj.weight"].reshape(m, cfg.d_model, c * p * p)
+        bias = self.params.get("embed.proj.bias")
+        out = torch.bmm(patches.reshape(m, -1, c * p * p), weight.transpose(1, 2))
+        out = out if bias is None else out + bias.unsqueeze(1)
+        return out.reshape(m, b, -1, cfg.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Inputs `(M, batch, n)` tokens, `(M, batch, n, D)` vectors or `(M, batch, [C,] S, S)` images ->
+        `(M, batch, n, V)` ("lm"), `(M, batch, n_classes)` ("classify") or `(M, batch, n, d_model)`."""
+        cfg = self.template
+        h = self._embed(x)
+        n = h.shape[2]
+        if cfg.pos == "learned":
+            h = h + self.params["pos_table"][:, None, :n]
+        elif self.pos_table is not None:
+            h = h + self.pos_table[:n]
+        for i in range(cfg.n_layers):
+            prefix = f"blocks.{i}"
+            h = self._sub(h, self._attention, prefix + ".attn", prefix + ".norm1")
+            if cfg.mlp:
+                h = self._sub(h, self._mlp, prefix, prefix + ".norm2")
+        if cfg.norm == "pre":
+            h = self._norm(h, "final_norm")
+        if cfg.task == "lm":
+            return self._linear(h, "head")
+        if cfg.task == "classify":
+            return self._linear(h.mean(dim=2) if cfg.pool == "mean" else h[:, :, -1], "head")
+        return h
+
+    __call__ = forward
+
+
+def stacked_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-model cross-entropy (mean over counted targets), hits and counts: each `(M,)`.
+
+    logits `(M, B, n, V)` with targets `(M, B, n)` (-100 ignored), or `(M, B, C)` with `(M, B)`.
+    """
+    m = logits.shape[0]
+    flat = logits.reshape(-1, logits.shape[-1])
+    targets = targets.reshape(-1)
+    ce = F.cross_entropy(flat, targets, ignore_index=IGNORE, reduction="none").view(m, -1)
+    counted = (targets != IGNORE).view(m, -1)
+    hits = ((flat.argmax(-1) == targets).view(m, -1) & counted).sum(1)
+    count = counted.sum(1)
+    return ce.sum(1) / count.clamp(min=1), hits, count
+
+
+@torch.no_grad()
+def evaluate_stack(stack: ModelStack, x: torch.Tensor, y: torch.Tensor, batch_size: int = 256) -> dict:
+    """{"loss", "accuracy"}: `(M,)` tensors, every model scored on the same (x, y)."""
+    m, device = len(stack), stack.device
+    total = torch.zeros(m, dtype=torch.float64, device=device)
+    hits = torch.zeros(m, dtype=torch.float64, device=device)
+    counted = torch.zeros(m, dtype=torch.float64, device=device)
+    for start in range(0, len(x), batch_size):
+        xb = x[start:start + batch_size].to(device)
+        yb = y[start:start + batch_size].to(device)
+        loss, h, c = stacked_loss(stack(xb.unsqueeze(0).expand(m, *xb.shape)), yb.unsqueeze(0).expand(m, *yb.shape))
+        total += loss.double() * c
+        hits += h
+        counted += c
+    return {"loss": total / counted.clamp(min=1), "accuracy": hits / counted.clamp(min=1)}
+
+
+class StackedAdamW:
+    """AdamW (torch's update rule) over stacked tensors, with a per-model step count and an `active` mask.
+
+    Parameters with one dimension per model (biases, norms) get no weight decay, as in `helpers.train`.
+    A model whose `active` entry is False is left exactly as it is: parameters, moments and step count.
+    """
+
+    def __init__(self, stack: ModelStack, weight_decay: float, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.stack, self.weight_decay, self.betas, self.eps = stack, weight_decay, betas, eps
+        self.exp_avg = {k: torch.zeros_like(v) for k, v in stack.params.items()}
+        self.exp_avg_sq = {k: torch.zeros_like(v) for k, v in stack.params.items()}
+        self.steps = torch.zeros(len(stack), dtype=torch.float64, device=stack.device)
+
+    @torch.no_grad()
+    def step(self, lr: float, active: torch.Tensor) -> None:
+        beta1, beta2 = self.betas
+        self.steps += active.double()
+        done = self.steps.clamp(min=1)
+        step_size = (lr / (1 - beta1 ** done)).float()  # (M,)
+        root_bc2 = (1 - beta2 ** done).sqrt().float()
+        for name, p in self.stack.params.items():
+            g = p.grad
+            shape = (len(self.stack),) + (1,) * (p.ndim - 1)
+            keep = active.view(shape)
+            m, v = self.exp_avg[name], self.exp_avg_sq[name]
+            new_m = m.lerp(g, 1 - beta1)
+            new_v = v * beta2 + (1 - beta2) * g * g
+            decay = self.weight_decay if self.stack.ndims[name] >= 2 else 0.0
+            new_p = p * (1 - lr * decay) - step_size.view(shape) * new_m / (new_v.sqrt() / root_bc2.view(shape) +
+                                                                              self.eps)
+            p.copy_(torch.where(keep, new_p, p))
+            m.copy_(torch.where(keep, new_m, m))
+            v.copy_(torch.where(keep, new_v, v))
+
+
+def clip_per_model(stack: ModelStack, clip: float) -> torch.Tensor:
+    """Scale each model's gradient so its norm is at most `clip` (torch's clip_grad_norm_ rule); norms `(M,)`."""
+    norms = torch.zeros(len(stack), device=stack.device)
+    for p in stack.params.values():
+        norms += p.grad.pow(2).reshape(len(stack), -1).sum(1)
+    norms = norms.sqrt()
+    coef = (clip / (norms + 1e-6)).clamp(max=1.0)
+    for p in stack.params.values():
+        p.grad.mul_(coef.view((len(stack),) + (1,) * (p.ndim - 1)))
+    return norms
+
+
+@dataclass
+class StackResult:
+    """`history`: tidy rows (model, step, metric, value); `status`: one row per model (see `train_stack`)."""
+
+    history: pd.DataFrame
+    status: pd.DataFrame
+
+
+def _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples):
+    if not isinstance(stack, ModelStack):
+        raise ArgumentError("stack", type(stack).__name__, "a ModelStack")
+    if not isinstance(data, TaskData):
+        raise ArgumentError("data", type(data).__name__, "a helpers.data.TaskData")
+    if not isinstance(seeds, (list, tuple)) or len(seeds) != len(stack) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ArgumentError("seeds", seeds, f"a list of {len(stack)} non-negative integers (one per model)")
+    if patience is not None and (not isinstance(patience, int) or isinstance(patience, bool) or patience < 1):
+        raise ArgumentError("patience", patience, "None (no early stopping) or an integer >= 1")
+    if not isinstance(min_improvement, (int, float)) or not 0 <= min_improvement < 1:
+        raise ArgumentError("min_improvement", min_improvement, "a number in [0, 1)")
+    if val_examples is not None and (not isinstance(val_examples, int) or not 1 <= val_examples < len(data.train_x)):
+        raise ArgumentError("val_examples", val_examples, f"None or an integer from 1 to {len(data.train_x) - 1}")
+
+
+def should_stop(val_losses: list[float], patience: int, min_improvement: float) -> bool:
+    """The stopping rule: none of the last `patience` validation losses beat the best earlier one by more
+    than `min_improvement` (relative)."""
+    if len(val_losses) <= patience:
+        return False
+    best_before = min(val_losses[:-patience])
+    return min(val_losses[-patience:]) > best_before * (1 - min_improvement)
+
+
+def train_stack(
+    stack: ModelStack,
+    data: TaskData,
+    seeds: list[int],
+    steps: int = 500,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    weight_decay: float = 0.01,
+    warmup: int | None = None,
+    final_lr_ratio: float = 0.0,
+    clip: float | None = 1.0,
+    eval_every: int | None = None,
+    patience: int | None = None,
+    min_improvement: float = 0.005,
+    val_examples: int | None = None,
+    device=None,
+    progress: bool = True,
+    log_every: int | None = None,
+    threads: int | None = None,
+) -> StackResult:
+    """Train every model of `stack` in place on `data.train_*`, model i with data order `seeds[i]`.
+
+    Arguments as in `helpers.train.train` (warm-up, cosine schedule, clip, eval_every), per model; plus the
+    stopping rule of the module doc (`patience`, `min_improvement`, `val_examples`: default min(512, a tenth of
+    the training examples) when patience is set, 0 otherwise). threads: CPU threads (None: torch's setting).
+    `result.status` has, per model: model, d_head, seed, converged (stopped by the rule), stop_step (the
+    step its parameters are from), diverged, error, val_loss, test_loss, test_accuracy. `history` rows: model,
+    step, metric ("train_loss", "lr", "val_loss", "test_loss", "test_accuracy", "seconds"), value.
+    """
+    warmup = max(1, steps // 20) if warmup is None else warmup
+    eval_every = max(1, steps // 10) if eval_every is None else eval_every
+    log_every = log_every or max(1, min(50, steps // 20))
+    _check(steps, batch_size, lr, warmup, clip, eval_every, 0, (), weight_decay)
+    _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples)
+    if patience is not None and not eval_every:
+        raise ArgumentError("eval_every", eval_every, "an integer >= 1 when patience is set")
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise ArgumentError("threads", threads, "None or a positive integer")
+    if patience is not None and val_examples is None:
+        val_examples = max(1, min(512, len(data.train_x) // 10))
+    val_examples = val_examples if patience is not None else 0
+    stack.to(pick_device(device))
+    device = stack.device
+    m = len(stack)
+    n_train = len(data.train_x) - val_examples
+    train_x, train_y = data.train_x[:n_train].to(device), data.train_y[:n_train].to(device)
+    val_x, val_y = data.train_x[n_train:], data.train_y[n_train:]
+    orders = [BatchOrder(n_train, seed) for seed in seeds]
+    optimizer = StackedAdamW(stack, weight_decay)
+    active = torch.ones(m, dtype=torch.bool, device=device)
+    stop_step = [steps] * m
+    converged, errors = [False] * m, [None] * m
+    val_history: list[list[float]] = [[] for _ in range(m)]
+    rows: list[dict] = []
+    started = time.perf_counter()
+
+    def log(step, metric, values, which=None):
+        for i in (range(m) if which is None else which):
+            rows.append({"model": i, "step": step, "metric": metric, "value": float(values[i])})
+
+    def checkpoint(step, final=False):
+        live = active.nonzero().flatten().tolist()
+        which = range(m) if final or step == 0 else live
+        scores = evaluate_stack(stack, data.test_x, data.test_y, batch_size=max(batch_size, 256))
+        log(step, "test_loss", scores["loss"].tolist(), which)
+        log(step, "test_accuracy", scores["accuracy"].tolist(), which)
+        log(step, "seconds", [time.perf_counter() - started] * m, which)
+        if val_examples and not final:
+            val = evaluate_stack(stack, val_x, val_y, batch_size=max(batch_size, 256))["loss"].tolist()
+            log(step, "val_loss", val, live)
+            for i in live:
+                val_history[i].append(val[i])
+                if step and should_stop(val_history[i], patience, min_improvement):
+                    active[i], stop_step[i], converged[i] = False, step, True
+        return scores
+
+    saved_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    bar = tqdm(total=steps, desc=f"stack of {m} on {data.name}", file=sys.stderr, disable=not progress,
+               mininterval=1.0, leave=False)
+    running, count = torch.zeros(m, dtype=torch.float64), 0
+    try:
+        checkpoint(0)
+        step = 0
+        for step in range(1, steps + 1):
+            if not bool(active.any()):
+                break
+            index = torch.stack([order.next(batch_size) for order in orders]).to(device)  # (M, batch)
+            losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index])
+            finite = torch.isfinite(losses.detach())
+            bad = (active & ~finite).nonzero().flatten().tolist()
+            rate = lr * lr_factor(step - 1, steps, warmup, final_lr_ratio)
+            for i in bad:
+                active[i], stop_step[i] = False, step - 1
+                errors[i] = (f"model {i} (d_head={stack.d_heads[i]}, seed={seeds[i]}): the training loss became "
+                             f"{losses[i].item()} at step {step} (lr={rate:.3g}, base lr={lr}); lower lr, keep "
+                             f"clip on, or check the inputs")
+            for p in stack.params.values():
+                p.grad = None
+            torch.where(active, losses, torch.zeros_like(losses)).sum().backward()
+            for name, mask in stack.masks.items():
+                stack.params[name].grad.mul_(mask)
+            if clip is not None:
+                clip_per_model(stack, clip)
+            optimizer.step(rate, active)
+            running += torch.where(finite, losses.detach(), torch.zeros_like(losses)).double().cpu()
+            count += 1
+            if step % log_every == 0 or step == steps:
+                log(step, "train_loss", (running / count).tolist(), active.nonzero().flatten().tolist())
+                log(step, "lr", [rate] * m, active.nonzero().flatten().tolist())
+                bar.set_postfix(loss=f"{float((running / count).mean()):.3f}", active=int(active.sum()),
+                                refresh=False)
+                running, count = torch.zeros(m, dtype=torch.float64), 0
+            if eval_every and step % eval_every == 0 and step < steps:
+                checkpoint(step)
+            bar.update()
+        final_scores = checkpoint(step, final=True)
+    finally:
+        bar.close()
+        torch.set_num_threads(saved_threads)
+    history = pd.DataFrame(rows, columns=["model", "step", "metric", "value"])
+    status = pd.DataFrame({
+        "model": range(m), "d_head": stack.d_heads, "seed": list(seeds), "converged": converged,
+        "stop_step": stop_step, "diverged": [e is not None for e in errors], "error": errors,
+        "val_loss": [v[-1] if v else float("nan") for v in val_history],
+        "test_loss": final_scores["loss"].tolist(), "test_accuracy": final_scores["accuracy"].tolist(),
+    })
+    result = StackResult(history, status)
+    failed = [e for e in errors if e is not None]
+    if failed:
+        raise StackDiverged(f"{len(failed)} of {m} models diverged (the others trained to the end; "
+                            f"error.result has every model):\n" + "\n".join(failed), result)
+    return result
+
+
+# ---- grouping a sweep's d_head values into stacks ----
+
+def qk_work_offset(cfg: ModelConfig, n: int) -> float:
+    """The work of a model outside its query/key path, in units of one query/key dimension (see the module doc)."""
+    per_dim = cfg.n_heads * (2 * cfg.d_model + n)  # q and k projections plus scores, per unit of d_head
+    fixed = cfg.n_heads * cfg.value_dim * (2 * cfg.d_model + n)  # v, output projection, probabilities x values
+    if cfg.mlp:
+        fixed += 2 * cfg.d_model * (cfg.d_mlp or 4 * cfg.d_model)
+    return fixed / per_dim
+
+
+def bucket_head_dims(dims, offset: float, max_waste: float = 0.25) -> list[list[int]]:
+    """Group query/key widths into stacks, each padded to its largest, wasting at most `max_waste` of its work.
+
+    The work of a model with width d is `offset + d` (see `qk_work_offset`). Returns the groups, ascending.
+    """
+    dims = sorted(set(dims))
+    if not dims or not all(isinstance(d, int) and d >= 1 for d in dims):
+        raise ArgumentError("dims", dims, "a non-empty list of positive integers")
+    groups: list[list[int]] = []
+    for d in dims:
+        if groups:
+            group = groups[-1] + [d]
+            waste = len(group) * (offset + d) / sum(offset + x for x in group) - 1
+            if waste <= max_waste:
+                groups[-1] = group
+                continue
+        groups.append([d])
+    return groups
+
+
+def stack_weights_path(experiment: str, config: dict, module: str | None = None) -> Path:
+    """Where a stack task's weights live: `<store>/<experiment>_weights/<key>.npz`, keyed like its store entry
+    (the task's config with its members, and the code of `module`, the point function's module)."""
+    return paths.cache_dir() / f"{experiment}_weights" / f"{cache_key(experiment + '_weights', config, 0, module)}.npz"

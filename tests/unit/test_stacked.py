@@ -1,0 +1,279 @@
+"""helpers.stacked: a stack trains exactly its models, model by model, with per-model clipping and stopping."""
+
+import copy
+import math
+
+import pytest
+import torch
+
+from helpers import data
+from helpers.errors import ArgumentError
+from helpers.experiments import run_stacked_sweep, stack_configs
+from helpers.models import ModelConfig, build_model, uniform_attention
+from helpers.stacked import (ModelStack, StackDiverged, StackedAdamW, bucket_head_dims, clip_per_model,
+                             qk_work_offset, should_stop, stack_weights_path, train_stack)
+from helpers.train import evaluate, train
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+MEMBERS = [(d, s) for d in (1, 3, 8, 16) for s in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def copy_data():
+    return data.load("copy", 12, n_train=256, n_test=32)
+
+
+def configs(d, dims, **options):
+    fields = dict(d_model=32, n_heads=2, n_layers=2, d_value=8, **d.model_fields())
+    return [ModelConfig(d_head=dh, **{**fields, **options}) for dh in dims]
+
+
+def key_rows(model):
+    h, d = model.cfg.n_heads, model.cfg.head_dim
+    return slice(h * d, 2 * h * d)
+
+
+def relative_errors(model, state):
+    """Relative error (norm) of every parameter tensor of `model` against `state`, key biases apart."""
+    out = {}
+    for name, value in model.state_dict().items():
+        other = state[name]
+        if name.endswith("qkv.bias"):
+            keep = torch.ones(len(value), dtype=torch.bool)
+            keep[key_rows(model)] = False
+            value, other = value[keep], other[keep]
+        out[name] = ((other - value).norm() / value.norm()).item()
+    return out
+
+
+def test_stack_matches_standalone_training_after_20_steps(copy_data):
+    """Query/key widths 1, 3, 8, 16 (padded to 16) and two seeds: the same parameters as `train`, 1e-5.
+
+    The key biases are compared through the outputs only: softmax ignores a shift shared by all keys, so
+    their gradient is zero in exact arithmetic and Adam turns its rounding noise into +-lr steps in either
+    trainer; they change nothing the model computes.
+    """
+    cfgs = configs(copy_data, [d for d, _ in MEMBERS])
+    seeds = [s for _, s in MEMBERS]
+    models = [build_model(c, seed=s) for c, s in zip(cfgs, seeds)]
+    stack = ModelStack(models)
+    options = dict(steps=20, batch_size=16, lr=3e-3, eval_every=0, progress=False)
+    train_stack(stack, copy_data, seeds=seeds, **options)
+    x = copy_data.test_x[:8]
+    for i, (model, seed) in enumerate(zip(models, seeds)):
+        train(model, copy_data, seed=seed, **options)
+        state = stack.state_dict(i)
+        errors = relative_errors(model, state)
+        assert max(errors.values()) < 1e-5, (MEMBERS[i], max(errors.items(), key=lambda kv: kv[1]))
+        alone = model.eval()(x)
+        split = stack.models()[i](x)
+        assert ((split - alone).norm() / alone.norm()).item() < 1e-5
+    padded = stack.params["blocks.0.attn.qkv.weight"]
+    assert padded.shape[1] == 2 * (2 * 16 + 8)  # heads x (2 x largest d_head + d_value)
+    assert (padded[0][stack.masks["blocks.0.attn.qkv.weight"][0] == 0] == 0).all()  # padding stayed zero
+    assert (stack.masks["blocks.0.attn.qkv.weight"][0] == 0).sum() == 2 * 2 * (16 - 1) * 32
+
+
+VARIANTS = [dict(), dict(norm="post", pos="learned", activation="relu"), dict(mlp=False, norm="none", bias=False),
+            dict(scale=0.7, causal=False), dict(task="features")]
+
+
+@pytest.mark.parametrize("options", VARIANTS, ids=str)
+def test_stacked_forward_is_each_model(copy_data, options):
+    models = [build_model(c, seed=i) for i, c in enumerate(configs(copy_data, [2, 5], **options))]
+    x = copy_data.test_x[:3]
+    for path in ("fast", "explicit"):
+        out = ModelStack(models, attention=path)(torch.stack([x, x.flip(0)]))
+        assert torch.allclose(out[0], models[0](x), atol=1e-5)
+        assert torch.allclose(out[1], models[1](x.flip(0)), atol=1e-5)
+
+
+def test_image_and_rope_stacks_and_split():
+    d = data.load("digits", 16, n_train=32, n_test=16)
+    fields = dict(d_model=16, n_heads=2, n_layers=1, d_value=4, **d.model_fields())
+    models = [build_model(ModelConfig(d_head=dh, pos=pos, **fields), seed=1) for dh, pos in ((2, "none"), (6, "none"))]
+    out = ModelStack(models)(d.test_x[:4].expand(2, *d.test_x[:4].shape))
+    assert torch.allclose(out[1], models[1](d.test_x[:4]), atol=1e-5)
+    rope = [build_model(ModelConfig(d_head=4, pos="rope", **fields), seed=s) for s in (0, 1)]
+    out = ModelStack(rope)(d.test_x[:4].expand(2, *d.test_x[:4].shape))
+    assert torch.allclose(out[1], rope[1](d.test_x[:4]), atol=1e-5)
+    split = ModelStack(models).models()
+    assert [m.cfg for m in split] == [m.cfg for m in models]
+    for a, b in zip(split, models):
+        assert all(torch.equal(a.state_dict()[k], v) for k, v in b.state_dict().items())
+
+
+def test_clipping_is_per_model():
+    d = data.load("reversal", 6, n_train=16, n_test=4)
+    stack = ModelStack.build(configs(d, [4, 4]), seeds=[0, 1])
+    reference = build_model(configs(d, [4])[0], seed=0)
+    gen = torch.Generator().manual_seed(0)
+    for name, p in stack.params.items():
+        p.grad = torch.randn(p.shape, generator=gen)
+        p.grad[1] *= 1e-4  # model 1's gradient norm is far below the threshold, model 0's far above
+        reference.get_parameter(name).grad = p.grad[0].clone()
+    before = {k: p.grad.clone() for k, p in stack.params.items()}
+    norms = clip_per_model(stack, 1.0)
+    expected = torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
+    assert expected > 10 and norms[0].item() == pytest.approx(expected.item(), rel=1e-5)
+    for name, p in stack.params.items():
+        assert torch.allclose(p.grad[0], reference.get_parameter(name).grad, rtol=1e-5, atol=1e-8)
+        assert torch.equal(p.grad[1], before[name][1])  # untouched
+
+
+def test_adamw_matches_torch_and_leaves_inactive_models_alone():
+    d = data.load("reversal", 6, n_train=16, n_test=4)
+    stack = ModelStack.build(configs(d, [4, 4]), seeds=[0, 1])
+    reference = build_model(configs(d, [4])[0], seed=0)
+    decay = [p for p in reference.parameters() if p.ndim >= 2]
+    rest = [p for p in reference.parameters() if p.ndim < 2]
+    torch_adamw = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                    lr=1e-2)
+    ours = StackedAdamW(stack, weight_decay=0.1)
+    frozen = {k: p.detach()[1].clone() for k, p in stack.params.items()}
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        for name, p in reference.named_parameters():
+            g = torch.randn(p.shape, generator=gen)
+            p.grad = g
+            stack.params[name].grad = torch.stack([g, 100 * g])
+        torch_adamw.step()
+        ours.step(1e-2, torch.tensor([True, False]))
+    for name, p in reference.named_parameters():
+        assert torch.allclose(stack.params[name][0], p, rtol=1e-6, atol=1e-7), name
+        assert torch.equal(stack.params[name][1], frozen[name])  # an inactive model does not move at all
+        assert (ours.exp_avg[name][1] == 0).all()
+    assert ours.steps.tolist() == [3, 0]
+
+
+def test_early_stopping_acts_on_one_model_only():
+    """Model 1 starts trained, so it stops early; model 0 trains on, exactly as it would alone."""
+    d = data.load("sorting", 12, n_train=256, n_test=32)
+    cfg = configs(d, [4])[0]
+    fresh, done = build_model(cfg, seed=0), build_model(cfg, seed=1)
+    train(done, d, steps=300, batch_size=32, lr=3e-3, eval_every=0, seed=5, progress=False)
+    options = dict(steps=60, batch_size=16, lr=3e-3, eval_every=5, patience=2, min_improvement=0.01,
+                   progress=False)
+    both = ModelStack([copy.deepcopy(fresh), copy.deepcopy(done)])
+    status = train_stack(both, d, seeds=[0, 1], **options).status
+    assert status.converged.tolist() == [False, True], status
+    stop = int(status.stop_step[1])
+    assert stop < 60 and status.stop_step[0] == 60
+    for i, model in enumerate((fresh, done)):  # each alone: the same trajectory and stopping step
+        alone = ModelStack([copy.deepcopy(model)])
+        alone_status = train_stack(alone, d, seeds=[i], **options).status
+        assert int(alone_status.stop_step[0]) == int(status.stop_step[i])
+        errors = relative_errors(alone.models()[0], both.state_dict(i))
+        assert max(errors.values()) < 1e-5
+
+
+def test_stopping_rule():
+    assert not should_stop([3.0, 2.0, 1.0], patience=2, min_improvement=0.005)
+    assert should_stop([3.0, 2.0, 1.999, 1.998], patience=2, min_improvement=0.005)  # 0.1 % better: stop
+    assert not should_stop([3.0, 2.0, 2.5, 1.98], patience=2, min_improvement=0.005)  # 1 % better: go on
+    assert not should_stop([1.0], patience=1, min_improvement=0.0)
+
+
+def test_nan_in_one_model_stops_it_and_keeps_the_others(copy_data):
+    cfgs = configs(copy_data, [2, 4])
+    good, bad = build_model(cfgs[0], seed=0), build_model(cfgs[1], seed=1)
+    with torch.no_grad():
+        bad.head.bias[3] = float("nan")
+    stack = ModelStack([copy.deepcopy(good), bad])
+    options = dict(steps=10, batch_size=16, eval_every=0, progress=False)
+    with pytest.raises(StackDiverged, match=r"model 1 \(d_head=4, seed=7\): the training loss became nan at step 1") \
+            as caught:
+        train_stack(stack, copy_data, seeds=[3, 7], **options)
+    status = caught.value.result.status
+    assert status.diverged.tolist() == [False, True] and status.stop_step.tolist() == [10, 0]
+    train(good, copy_data, seed=3, **options)
+    assert max(relative_errors(good, stack.state_dict(0)).values()) < 1e-5
+
+
+def test_bad_input_fails_before_training(copy_data):
+    stack = ModelStack.build(configs(copy_data, [2, 4]), seeds=[0, 1])
+    before = {k: v.detach().clone() for k, v in stack.params.items()}
+    for lr in (0, -1e-3, float("nan"), float("inf"), "3e-3", True, None):
+        with pytest.raises(ArgumentError, match=r"Argument lr: got .*allowed: a finite number > 0"):
+            train_stack(stack, copy_data, seeds=[0, 1], steps=5, lr=lr, progress=False)
+    with pytest.raises(ArgumentError, match="seeds"):
+        train_stack(stack, copy_data, seeds=[0], steps=5, progress=False)
+    assert all(torch.equal(before[k], v) for k, v in stack.params.items())
+    with pytest.raises(ArgumentError, match=r"Argument models: got \[\]"):
+        ModelStack([])
+    with pytest.raises(ArgumentError, match="configs"):
+        ModelStack.build([], seeds=[])
+    mixed = [build_model(configs(copy_data, [4])[0]), build_model(configs(copy_data, [4], d_model=16)[0])]
+    with pytest.raises(ArgumentError, match=r"models\[1\]\.cfg\.d_model: got 16 .*32 as in models\[0\]"):
+        ModelStack(mixed)
+    values = [build_model(configs(copy_data, [4])[0]), build_model(configs(copy_data, [4], d_value=4)[0])]
+    with pytest.raises(ArgumentError, match=r"models\[1\]\.cfg\.d_value"):
+        ModelStack(values)
+    with pytest.raises(ArgumentError, match="rope"):
+        ModelStack([build_model(c) for c in configs(copy_data, [2, 4], pos="rope")])
+
+
+def test_buckets_bound_the_padding_waste():
+    cfg = ModelConfig(vocab_size=65, d_model=64, n_heads=4, d_value=16, n_layers=2)
+    offset = qk_work_offset(cfg, 128)
+    assert offset == pytest.approx((4 * 16 * (128 + 128) + 2 * 64 * 256) / (4 * (128 + 128)))
+    dims = [1, 2, 4, 8, 16, 24, 32, 64]
+    groups = bucket_head_dims(dims, offset)
+    assert sorted(d for g in groups for d in g) == dims
+    for group in groups:
+        assert len(group) * (offset + max(group)) <= 1.25 * sum(offset + d for d in group) + 1e-9
+    for a, b in zip(groups, groups[1:]):  # greedy: the next dim would have broken the budget
+        merged = a + [b[0]]
+        assert len(merged) * (offset + b[0]) > 1.25 * sum(offset + d for d in merged)
+    assert groups[0] == [1, 2, 4, 8, 16]
+    assert bucket_head_dims([8, 1], offset=0.0, max_waste=0.0) == [[1], [8]]
+
+
+def point(task, members, seed):
+    """A stack task for the sweep test: trains its members and reports each model's test loss."""
+    d = data.load(task, 6, n_train=64, n_test=8)
+    cfgs = configs(d, [m["d_head"] for m in members])
+    stack = ModelStack.build(cfgs, seeds=[m["seed"] for m in members])
+    result = train_stack(stack, d, seeds=[m["seed"] for m in members], steps=3, batch_size=8, progress=False)
+    stack.save(stack_weights_path("stack_test", {"task": task, "members": members}, __name__))
+    return [{"d_head": m["d_head"], "seed": m["seed"], "test_loss": loss, "calls": 1}
+            for m, loss in zip(members, result.status.test_loss)]
+
+
+def test_a_stack_is_one_sweep_task_stored_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
+    grid = [{"task": "reversal", "d_head": d} for d in (1, 2, 8)]
+    tasks = stack_configs(grid, [0, 1], buckets=lambda dims: [dims[:2], dims[2:]])
+    assert [len(t["members"]) for t in tasks] == [4, 2]
+    first = run_stacked_sweep("stack_test", point, grid, seeds=[0, 1],
+                              buckets=lambda dims: [dims[:2], dims[2:]], progress=False)
+    assert first.attrs["computed"] == 2 and len(first) == 6
+    assert sorted(zip(first.d_head, first.seed)) == [(d, s) for d in (1, 2, 8) for s in (0, 1)]
+    again = run_stacked_sweep("stack_test", point, grid, seeds=[0, 1],
+                              buckets=lambda dims: [dims[:2], dims[2:]], progress=False)
+    assert again.attrs["computed"] == 0 and again.test_loss.tolist() == first.test_loss.tolist()
+    members = tasks[1]["members"]  # the stored weights give back the standalone models
+    path = stack_weights_path("stack_test", {"task": "reversal", "members": members}, __name__)
+    assert path.parent.parent == tmp_path
+    models = ModelStack.load(path).models()
+    d = data.load("reversal", 6, n_train=64, n_test=8)
+    losses = [evaluate(m, d.test_x, d.test_y)["loss"] for m in models]
+    assert [m.cfg.head_dim for m in models] == [8, 8]
+    assert losses == pytest.approx(first[first.d_head == 8].sort_values("seed").test_loss.tolist(), rel=1e-5)
+
+
+def test_tiny_task_is_learned_and_attention_is_load_bearing():
+    """Quality bar in small: reversal at n = 8 is solved by a stack, and uniform attention ruins it."""
+    d = data.load("reversal", 8, n_train=2048, n_test=128)
+    cfgs = configs(d, [4, 8])
+    stack = ModelStack.build(cfgs, seeds=[0, 1])
+    status = train_stack(stack, d, seeds=[0, 1], steps=400, batch_size=32, lr=3e-3, eval_every=50, patience=3,
+                         progress=False).status
+    assert status.test_accuracy.min() > 0.95, status
+    for model in stack.models():
+        trained = evaluate(model, d.test_x, d.test_y)["loss"]
+        with uniform_attention(model):
+            uniform = evaluate(model, d.test_x, d.test_y)["loss"]
+        assert uniform - trained > 1.0
+        assert math.isclose(evaluate(model, d.test_x, d.test_y)["loss"], trained)  # restored
