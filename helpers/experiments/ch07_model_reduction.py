@@ -88,15 +88,25 @@ def compression_curves(comp: pd.DataFrame) -> pd.DataFrame:
         base_loss=("base_loss", "mean"), seeds=("test_loss", "size")).reset_index()
 
 
+def reference_loss(part: pd.DataFrame) -> pd.Series:
+    """The uncompressed loss each row is compared with: the trained model's for truncation alone; for fine-tuned
+    rows the full-rank control fine-tuned the same way (same seed), so the extra steps get no credit."""
+    if (part.stage == "finetuned").all():
+        control = part[part.r == part.r.max()].set_index("seed").test_loss
+        return part.seed.map(control)
+    return part.base_loss
+
+
 def smallest_r_table(comp: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
     """Per (domain, n, stage): the smallest r within `tolerance` of the uncompressed loss (seed means), the range of
     the per-seed values, and the loss increase at that r."""
     rows = []
     for (domain, n, stage), part in comp.groupby(["domain", "n", "stage"], sort=False):
+        part = part.assign(reference=reference_loss(part))
         means = part.groupby("r").test_loss.mean()
-        base = float(part.groupby("seed").base_loss.first().mean())
+        base = float(part.groupby("seed").reference.first().mean())
         r_mean = smallest_within(means.index, means.to_numpy(), base, tolerance)
-        per_seed = [smallest_within(g.r, g.test_loss, float(g.base_loss.iloc[0]), tolerance)
+        per_seed = [smallest_within(g.r, g.test_loss, float(g.reference.iloc[0]), tolerance)
                     for _, g in part.groupby("seed")]
         rows.append({"domain": domain, "n": int(n), "stage": stage, "smallest_r": r_mean,
                      "seed_low": float(np.nanmin(per_seed)) if np.isfinite(per_seed).any() else math.nan,
