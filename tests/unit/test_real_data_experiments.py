@@ -76,9 +76,9 @@ def test_quality_bar_uniform_gap_and_seed_count_decide_inclusion():
     assert short.diverged.item() == 1 and short.fewest_valid_seeds.item() == 2 and not short.included.item()
 
 
-def _saturation_by_hand(d, y):
-    """The first d at which y has made 95 % of its rise from y[0] to y[-1], interpolated in log d."""
-    target = y[0] + 0.95 * (y[-1] - y[0])
+def _saturation_by_hand(d, y, baseline):
+    """The first d at which y has made 95 % of its rise from `baseline` to y[-1], interpolated in log d."""
+    target = baseline + 0.95 * (y[-1] - baseline)
     k = next(i for i in range(len(y)) if y[i] >= target)
     if k == 0:
         return d[0]
@@ -92,22 +92,12 @@ def test_saturation_of_loss_and_rank_matches_a_hand_computation():
     ranks = np.array([[2.0, 5.0, 9.0, 10.0], [2.0, 4.0, 10.0, 10.0], [3.0, 5.0, 9.5, 10.5]])
     table = ch.saturation_table(_models(loss.tolist(), ranks.tolist()), resamples=200).set_index("quantity")
     neg = -loss.mean(0)
-    assert table.loc["loss", "value"] == pytest.approx(_saturation_by_hand(d, list(neg)))
+    assert table.loc["loss", "value"] == pytest.approx(_saturation_by_hand(d, list(neg), neg[0]))
     mean_rank = ranks.mean(0)
-    assert table.loc["hardmax", "value"] == pytest.approx(_rank_baseline_zero(d, mean_rank))
-    assert table.loc["numerical@1e-03", "value"] == pytest.approx(_rank_baseline_zero(d, mean_rank + 1))
+    assert table.loc["hardmax", "value"] == pytest.approx(_saturation_by_hand(d, mean_rank, 0.0))
+    assert table.loc["numerical@1e-03", "value"] == pytest.approx(_saturation_by_hand(d, mean_rank + 1, 0.0))
     assert table.loc["loss", "low"] <= table.loc["loss", "value"] <= table.loc["loss", "high"]
     assert set(table.status) == {"inside"}
-
-
-def _rank_baseline_zero(d, y):
-    """The first d at which y reaches 95 % of y[-1], interpolated in log d."""
-    target = 0.95 * y[-1]
-    k = next(i for i in range(len(y)) if y[i] >= target)
-    if k == 0:
-        return d[0]
-    t = (target - y[k - 1]) / (y[k] - y[k - 1])
-    return math.exp(math.log(d[k - 1]) + t * (math.log(d[k]) - math.log(d[k - 1])))
 
 
 def test_saturation_with_an_excluded_model_uses_the_remaining_seeds():
