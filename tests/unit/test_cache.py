@@ -82,17 +82,17 @@ def point_in_this_file(n, seed):
 def test_run_sweep_keys_points_by_the_code_of_their_module(tmp_path):
     import functools
 
-    from helpers.experiments import ch04_random_attention
+    from helpers.experiments import ch04_random_attention_points
 
-    assert cache.point_module(functools.partial(ch04_random_attention.rank_point, trials=1)) == "helpers.experiments.ch04_random_attention"
+    assert cache.point_module(functools.partial(ch04_random_attention_points.rank_point, trials=1)) == "helpers.experiments.ch04_random_attention_points"
     store = ResultStore(tmp_path)
     run_sweep("probe", point_in_this_file, grid(n=[1]), [0], store=store, progress=False)
     entry = json.loads(next((tmp_path / "probe").glob("*.json")).read_text())
     assert entry["helpers_source"] == cache.source_hash()  # defined outside helpers: every file counts
-    run_sweep("probe_init", ch04_random_attention.rank_point, grid(n=[8], d_head=[2], d_model=[8], inputs=["gaussian"], trials=[1]),
+    run_sweep("probe_init", ch04_random_attention_points.rank_point, grid(n=[8], d_head=[2], d_model=[8], inputs=["gaussian"], trials=[1]),
               [0], store=store, progress=False)
     entry = json.loads(next((tmp_path / "probe_init").glob("*.json")).read_text())
-    assert entry["helpers_source"] == cache.code_hash("helpers.experiments.ch04_random_attention") != cache.source_hash()
+    assert entry["helpers_source"] == cache.code_hash("helpers.experiments.ch04_random_attention_points") != cache.source_hash()
 
 
 def test_dataclass_configs_are_keyed_by_value():
