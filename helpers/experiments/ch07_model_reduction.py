@@ -34,7 +34,11 @@ DEFAULTS = {              # name -> (quick, full)
     "MINILM_SENTENCES": (4, 32),
     "MINILM_TOKENS": (32, 64),
     "MINILM_RANKS": ([1, 2, 4, 8, 16, 32], list(range(1, 33))),
+    "MINILM_FINETUNE_STEPS": (3, 20),
 }
+MINILM_FINETUNE_RANKS = [1, 4, 8]
+MINILM_FINETUNE_SENTENCES = 8   # per corpus, other snippets than the test ones
+MINILM_FINETUNE_LR = 1e-4
 FINETUNE_LR_RATIO = 0.3   # fine-tuning learning rate, as a share of chapter 06's
 
 
@@ -66,9 +70,11 @@ def compression_sweep(P, progress: bool = True) -> pd.DataFrame:
 
 def minilm_sweep(P, progress: bool = True) -> pd.DataFrame:
     config = dict(corpora=MINILM_CORPORA, sentences=P.MINILM_SENTENCES, tokens=P.MINILM_TOKENS,
-                  ranks=list(P.MINILM_RANKS))
+                  ranks=list(P.MINILM_RANKS), finetune_ranks=MINILM_FINETUNE_RANKS,
+                  finetune_steps=P.MINILM_FINETUNE_STEPS, finetune_sentences=MINILM_FINETUNE_SENTENCES,
+                  finetune_lr=MINILM_FINETUNE_LR)
     return run_sweep(EXPERIMENT_MINILM, minilm_point, [config], [P.SEED], progress=progress).drop(
-        columns=["corpora", "ranks"])
+        columns=["corpora", "ranks", "finetune_ranks"])
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -304,8 +310,15 @@ def _minilm(P, result) -> None:
     df = minilm_sweep(P)
     comp = df[df.kind == "compression"].dropna(axis=1, how="all").sort_values("r")
     heads = df[df.kind == "head"].dropna(axis=1, how="all")
-    result.frames.update(minilm_compression=comp, minilm_heads=heads)
-    result.data.update(minilm_compression=comp, minilm_heads=heads)
+    tuned = df[df.kind == "finetuned"].dropna(axis=1, how="all").sort_values("r")
+    result.frames.update(minilm_compression=comp, minilm_heads=heads, minilm_finetuned=tuned)
+    result.data.update(minilm_compression=comp, minilm_heads=heads, minilm_finetuned=tuned)
+    result.quote("ch7_minilm_ft_steps", P.MINILM_FINETUNE_STEPS, "d")
+    result.quote("ch7_minilm_ft_sentences", int(tuned.train_sentences.iloc[0]), "d")
+    result.quote("ch7_minilm_ft_lr", MINILM_FINETUNE_LR, "g")
+    result.quote("ch7_minilm_ft_text", english.join(
+        [f"r = {int(r.r)}: {r.cosine_before:.3f} before, {r.cosine_after:.3f} after" for _, r in tuned.iterrows()],
+        separator="; "))
     facts = minilm.model_facts()
     result.quote("ch7_minilm_sentences", int(comp.sentences.iloc[0]), "d")
     result.quote("ch7_minilm_tokens", P.MINILM_TOKENS, "d")

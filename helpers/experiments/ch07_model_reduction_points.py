@@ -179,16 +179,77 @@ def embeddings(model, ids: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def minilm_point(corpora: list, sentences: int, tokens: int, ranks: list, seed: int) -> list[dict]:
-    """MiniLM with every head's W_q W_k^T cut to rank r (no fine-tuning): cosine similarity of the sentence
-    embeddings of `sentences` snippets of `tokens` tokens per corpus to the uncompressed model's (rows with
-    kind "compression"); and per head the energy ranks (`ENERGY`) of W_q W_k^T and of the logits Q K^T on those
-    snippets, beside the hardmax and numerical ranks of its attention (kind "head")."""
+def _truncate_bert(model, forms, r: int) -> None:
+    """In place: every head's query/key rows replaced by the rank-r factors of its form (`forms[layer][head]`),
+    zero-padded to the head width."""
+    for (_, a), layer_forms in zip(_bert_heads(model), forms):
+        for h, form in enumerate(layer_forms):
+            q, k = truncated_factors(form, min(r, a.attention_head_size))
+            rows_h = _bert_rows(a, h)
+            width, start = q.shape[0], rows_h.start
+            for linear, factor in ((a.query, q), (a.key, k)):
+                linear.weight[rows_h] = 0
+                linear.bias[rows_h] = 0
+                linear.weight[start:start + width] = factor[:, :-1].to(linear.weight.dtype)
+                linear.bias[start:start + width] = factor[:, -1].to(linear.bias.dtype)
+
+
+def _rank_masks(model, r: int) -> dict:
+    """Per query/key parameter, 1 on the rows of the first r dimensions of every head, 0 elsewhere."""
+    masks = {}
+    for _, a in _bert_heads(model):
+        d = a.attention_head_size
+        keep = (torch.arange(a.query.weight.shape[0]) % d < r).to(a.query.weight.dtype)
+        for linear in (a.query, a.key):
+            masks[linear.weight] = keep[:, None].expand_as(linear.weight).clone()
+            masks[linear.bias] = keep.clone()
+    return masks
+
+
+def minilm_finetune(model, forms, r: int, train_ids, test_ids, steps: int, lr: float) -> dict:
+    """A float32 copy of MiniLM truncated to rank r, distilled for `steps` full-batch Adam steps towards the
+    uncompressed embeddings of `train_ids` (loss: 1 - mean cosine), with the query/key rows beyond r held at zero
+    so the rank stays at most r; returns the cosine similarities on `test_ids` before and after."""
+    student = copy.deepcopy(model).float()
+    _truncate_bert(student, forms, r)
+    with torch.no_grad():
+        target = embeddings(model, train_ids).float()
+        reference = embeddings(model, test_ids).float()
+        before = torch.nn.functional.cosine_similarity(embeddings(student, test_ids), reference, dim=-1)
+    masks = _rank_masks(student, r)
+    optimizer = torch.optim.Adam(student.parameters(), lr=lr)
+    student.train()
+    for _ in range(steps):
+        optimizer.zero_grad()
+        out = student(input_ids=train_ids, attention_mask=torch.ones_like(train_ids)).last_hidden_state.mean(1)
+        loss = 1 - torch.nn.functional.cosine_similarity(out, target, dim=-1).mean()
+        loss.backward()
+        for p, mask in masks.items():
+            p.grad.mul_(mask)
+        optimizer.step()
+    student.eval()
+    with torch.no_grad():
+        after = torch.nn.functional.cosine_similarity(embeddings(student, test_ids), reference, dim=-1)
+    return {"cosine_before": float(before.mean()), "cosine_after": float(after.mean()),
+            "cosine_after_min": float(after.min())}
+
+
+def minilm_point(corpora: list, sentences: int, tokens: int, ranks: list, finetune_ranks: list,
+                 finetune_steps: int, finetune_sentences: int, finetune_lr: float, seed: int) -> list[dict]:
+    """MiniLM with every head's W_q W_k^T cut to rank r: cosine similarity of the sentence embeddings of
+    `sentences` snippets of `tokens` tokens per corpus to the uncompressed model's, with no fine-tuning (kind
+    "compression") and, for r in `finetune_ranks`, after `minilm_finetune` on `finetune_sentences` other snippets
+    per corpus (kind "finetuned"); and per head the energy ranks (`ENERGY`) of W_q W_k^T and of the logits Q K^T on
+    the snippets, beside the hardmax and numerical ranks of its attention (kind "head")."""
     model = minilm.load_model("pretrained")
-    ids = torch.cat([minilm.token_windows(c, tokens, sentences, seeding.derive_seed(seed, "ch7", c))[0]
-                     for c in corpora])  # (corpora * sentences, tokens)
+
+    def snippets(count, role):
+        return torch.cat([minilm.token_windows(c, tokens, count, seeding.derive_seed(seed, "ch7", role, c))[0]
+                          for c in corpora])  # (corpora * count, tokens)
+
+    ids, train_ids = snippets(sentences, "test"), snippets(finetune_sentences, "train")
     rows = []
-    with torch_threads(1):
+    with torch_threads(1), torch.no_grad():
         base = embeddings(model, ids)
         heads = _bert_heads(model)
         saved = [(a.query.weight.clone(), a.query.bias.clone(), a.key.weight.clone(), a.key.bias.clone())
@@ -196,20 +257,7 @@ def minilm_point(corpora: list, sentences: int, tokens: int, ranks: list, seed: 
         forms = [[_bert_form(a, h) for h in range(a.num_attention_heads)] for _, a in heads]
         try:
             for r in sorted(set(int(r) for r in ranks)):
-                for (_, a), layer_forms in zip(heads, forms):
-                    for h, form in enumerate(layer_forms):
-                        q, k = truncated_factors(form, min(r, a.attention_head_size))
-                        rows_h = _bert_rows(a, h)
-                        a.query.weight[rows_h] = 0
-                        a.key.weight[rows_h] = 0
-                        a.query.bias[rows_h] = 0
-                        a.key.bias[rows_h] = 0
-                        width = q.shape[0]
-                        start = rows_h.start
-                        a.query.weight[start:start + width] = q[:, :-1].to(a.query.weight.dtype)
-                        a.key.weight[start:start + width] = k[:, :-1].to(a.key.weight.dtype)
-                        a.query.bias[start:start + width] = q[:, -1].to(a.query.bias.dtype)
-                        a.key.bias[start:start + width] = k[:, -1].to(a.key.bias.dtype)
+                _truncate_bert(model, forms, r)
                 cos = torch.nn.functional.cosine_similarity(embeddings(model, ids), base, dim=-1)  # (sentences,)
                 rows.append({"kind": "compression", "r": r, "cosine_mean": float(cos.mean()),
                              "cosine_min": float(cos.min()), "cosine_sd": float(cos.std()), "sentences": len(ids)})
@@ -217,6 +265,10 @@ def minilm_point(corpora: list, sentences: int, tokens: int, ranks: list, seed: 
             for (_, a), (qw, qb, kw, kb) in zip(heads, saved):
                 a.query.weight.copy_(qw), a.query.bias.copy_(qb), a.key.weight.copy_(kw), a.key.bias.copy_(kb)
         rows += _minilm_head_rows(model, ids, forms)
+    with torch_threads(1), torch.enable_grad():
+        for r in sorted(set(int(r) for r in finetune_ranks)):
+            rows.append({"kind": "finetuned", "r": r, "steps": finetune_steps, "train_sentences": len(train_ids),
+                         **minilm_finetune(model, forms, r, train_ids, ids, finetune_steps, finetune_lr)})
     return rows
 
 

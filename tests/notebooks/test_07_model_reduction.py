@@ -81,3 +81,14 @@ def test_rule_verdict_rests_on_included_settings(metrics):
     assert rule["evidence"]["settings"] == included
     if included == 0:
         assert rule["outcome"] == "untestable"
+
+
+def test_minilm_fine_tuning_is_recorded_with_its_budget(metrics):
+    tuned = metrics["values"]["minilm_finetuned"]
+    assert {int(r["r"]) for r in tuned} == {1, 4, 8}
+    comp = {int(r["r"]): r["cosine_mean"] for r in metrics["values"]["minilm_compression"]}
+    for r in tuned:
+        assert r["steps"] == metrics["values"]["ch7_minilm_ft_steps"] >= 1
+        if int(r["r"]) in comp:   # the truncated float32 copy starts where the float64 truncation is
+            assert r["cosine_before"] == pytest.approx(comp[int(r["r"])], abs=1e-4)
+        assert -1 <= r["cosine_after"] <= 1
