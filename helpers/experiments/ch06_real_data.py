@@ -28,7 +28,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import english, parameters, saturation
+from .. import english, parameters, saturation, theory
 from ..results import ChapterResult, Verdict
 from . import run_stacked_sweep, stack_configs
 from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
@@ -339,6 +339,9 @@ def _saturation_quotes(P, q, sat, at_max, result) -> None:
         result.verdict(f"ch6_together_{key}", together_verdict(outcomes, label))
     inc = at_max.merge(q[["domain", "n", "included"]], on=["domain", "n"])
     inc = inc[inc.included]
+    below = int((inc["hardmax_over_n"] < theory.BARRIER_FRACTION).sum())
+    result.quote("ch6_barrier_count", f"{below} of {len(inc)}")      # settings that meet their bars (claims ledger)
+    result.quote("ch6_hardmax_frac_max", float(inc["hardmax_over_n"].max()) if len(inc) else math.nan, ".2f")
     for label in RANK_LABELS:
         key = "hardmax" if label == "hardmax" else "numerical"
         values = inc[f"{label}_over_n"]
