@@ -1,4 +1,5 @@
 # make book   build the whole book (MODE=full by default; MODE=quick for a preview)
+# make pdf    the whole book as one PDF (needs chromium)
 # make test   unit tests, every notebook in quick mode, the strict build and browser checks
 MODE ?= full
 PYTHON ?= python3
@@ -6,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup book test lab bench budget clean
+.PHONY: setup book pdf test lab bench budget clean
 
 setup: $(STAMP)
 
@@ -20,6 +21,11 @@ $(STAMP): pyproject.toml constraints.txt data-packages.txt
 book: setup
 	$(BIN)/python -m helpers execute --mode $(MODE)
 	$(BIN)/python -m helpers build
+
+# make pdf   the whole book as one PDF (_build/pdf/), printed offline by Debian's Chromium; also copied into the HTML build
+pdf: setup
+	$(BIN)/python -m helpers execute --mode $(MODE)
+	$(BIN)/python -c "from helpers import book; book.pdf()"
 
 test: setup
 	$(BIN)/python -m pytest

@@ -34,9 +34,17 @@ class NotebookFailure(Exception):
         return f"notebook {self.notebook} failed in {self.cell}: {self.error}"
 
 
+def reads_metrics(notebook: Path) -> bool:
+    """True for a page built from the other chapters' metrics (the claims ledger, the appendix)."""
+    return bool(nbformat.read(notebook, as_version=4).metadata.get(FINGERPRINT_KEY, {}).get("reads_metrics"))
+
+
 def source_notebooks(names: list[str] | None = None) -> list[Path]:
-    """The source notebooks in chapter order, or those named (by stem, file name or path)."""
-    available = sorted(paths.NBS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    """The source notebooks in execution order, or those named (by stem, file name or path).
+
+    Chapters run in number order, then the pages that read their metrics (`reads_metrics`), whatever their number.
+    """
+    available = sorted(paths.NBS_DIR.glob("[0-9][0-9]_*.ipynb"), key=lambda p: (reads_metrics(p), p.name))
     if not names:
         return available
     by_stem = {p.stem: p for p in available}
@@ -81,10 +89,10 @@ def fingerprint(notebook: Path, mode: str, params: dict) -> str:
     digest = hashlib.sha256(notebook.read_bytes())
     digest.update(json.dumps({"mode": mode, **params}, sort_keys=True, default=str).encode())
     digest.update(source_hash().encode())
-    meta = nbformat.read(notebook, as_version=4).metadata.get(FINGERPRINT_KEY, {})
-    if meta.get("reads_metrics"):
+    if reads_metrics(notebook):  # the chapters' metrics, not those of the other reading pages (they change every run)
+        readers = {p.stem for p in paths.NBS_DIR.glob("[0-9][0-9]_*.ipynb") if reads_metrics(p)}
         for path in sorted(paths.metrics_dir().glob("*.json")):
-            if path.stem != notebook.stem:
+            if path.stem not in readers:
                 digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -120,6 +128,9 @@ def execute_one(notebook: Path, mode: str, params: dict, book_dir: Path) -> Path
             os.replace(partial, target)  # keep the failed notebook so its traceback can be read
         raise _failure_from(notebook, target, err) from err
     executed = nbformat.read(partial, as_version=4)
+    for cell in executed.cells:  # papermill's copy of the parameters: bookkeeping, not for the page
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.metadata["tags"] = sorted(set(cell.metadata["tags"]) | {"remove-cell"})
     executed.metadata[FINGERPRINT_KEY] = {"fingerprint": fingerprint(notebook, mode, params)}
     nbformat.write(executed, partial)
     os.replace(partial, target)
@@ -141,6 +152,9 @@ def execute(names=None, mode: str = "full", params: dict | None = None, book_dir
             os.environ[key] = str(Path(os.environ[key]).resolve())
     os.environ.setdefault("BOOK_METRICS_DIR", str(book_dir / "_metrics"))
     notebooks = source_notebooks(names)
+    if names and any(nb.parent == paths.NBS_DIR for nb in notebooks):  # a chapter of this book was named: the
+        # pages that read the chapters' metrics follow it (each re-run only if stale)
+        notebooks += [nb for nb in source_notebooks() if reads_metrics(nb) and nb not in notebooks]
     failures = []
     for i, notebook in enumerate(notebooks, 1):
         if not force and is_up_to_date(notebook, mode, dict(params or {}), book_dir):
@@ -157,20 +171,111 @@ def execute(names=None, mode: str = "full", params: dict | None = None, book_dir
     return failures
 
 
+def figure_names(notebook: Path) -> set[str]:
+    """The figure names a notebook declares in its cell metadata (`mystnb.figure.name`), for {numref} links."""
+    cells = nbformat.read(notebook, as_version=4).cells
+    return {c.metadata.get("mystnb", {}).get("figure", {}).get("name") for c in cells} - {None}
+
+
+def parameter_text(value) -> str:
+    """A parameter value for the appendix: numbers without e-notation, long lists summarised by their range."""
+    from .ledger import number
+
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, (int, float)):
+        return format(value, "g") if value == 0 or 1e-3 <= abs(value) < 1e6 else number(value, 2, plain=True)
+    if isinstance(value, (list, tuple)):
+        items = [parameter_text(v) for v in value]
+        if len(items) > 6:
+            return f"{len(items)} values from {items[0]} to {items[-1]}"
+        return "[" + ", ".join(items) + "]"
+    return str(value)
+
+
+def metrics_link(notebook: str) -> str:
+    """A MyST {download} link to a chapter's metrics JSON, published with the HTML build."""
+    return f"{{download}}`JSON <_metrics/{notebook}.json>`"
+
+
 def jupyter_book_command() -> list[str]:
     exe = Path(sys.executable).parent / "jupyter-book"
     return [str(exe)] if exe.exists() else ["jupyter-book"]
 
 
-def build(root: Path | None = None) -> int:
-    """Strict HTML build: warnings, broken references and notebook errors all fail it."""
+PUBLISHED_METRICS = "book/_metrics"  # pages link each chapter's metrics JSON with {download}`...<_metrics/NN.json>`
+
+
+def publish_metrics(root: Path) -> Path:
+    """Put the chapters' metrics JSON where the pages' {download} links find them (`book/_metrics` under `root`);
+    Sphinx then copies every linked file into the HTML build."""
+    target = Path(root) / PUBLISHED_METRICS
+    source = paths.metrics_dir().resolve()
+    if source != target.resolve():
+        target.mkdir(parents=True, exist_ok=True)
+        for path in source.glob("[0-9][0-9]_*.json"):
+            shutil.copy2(path, target / path.name)
+    return target
+
+
+def build(root: Path | None = None, builder: str = "html") -> int:
+    """Strict build (`html`, or `singlehtml` for the PDF): warnings, broken references and notebook errors fail it."""
     root = Path(root or paths.ROOT)
-    command = jupyter_book_command() + ["build", str(root), "-W", "-n", "--keep-going"]
+    publish_metrics(root)
+    command = jupyter_book_command() + ["build", str(root), "-W", "-n", "--keep-going", "--builder", builder]
     print("$", " ".join(command), flush=True)
     code = subprocess.call(command)
-    if code == 0:
+    if code == 0 and builder == "html":
         print(f"Open {root / '_build' / 'html' / 'book' / 'intro.html'} in a browser.")
     return code
+
+
+PDF_NAME = "attention-rank-book.pdf"
+# The PDF is for reading: code cells (visible or collapsed) and the navigation are left out; outputs stay.
+PRINT_CSS = """
+.cell_input, details.hide.above-input, .bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .bd-footer,
+.prev-next-area, .header-article, .headerlink { display: none !important; }
+figure, .cell_output img, table { break-inside: avoid; }
+"""
+
+
+def pdf(root: Path | None = None) -> Path:
+    """The whole book as one PDF: the single-page HTML build, printed by the system Chromium after MathJax ran.
+
+    Written to `_build/pdf/` and copied into the HTML build (`_build/html/_static/`), where the intro links it.
+    Works offline: MathJax and every figure are files of the build.
+    """
+    root = Path(root or paths.ROOT)
+    if build(root, "html") != 0 or build(root, "singlehtml") != 0:
+        raise RuntimeError("the single-page build failed (see the log above)")
+    # The root document holds the whole book; its links are relative to the build's top folder, so print it from there.
+    single = root / "_build" / "singlehtml"
+    page = single / "whole-book.html"
+    shutil.copy2(single / "book" / "intro.html", page)
+    out = root / "_build" / "pdf" / PDF_NAME
+    out.parent.mkdir(parents=True, exist_ok=True)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise RuntimeError("make pdf needs Chromium: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        tab = browser.new_page()
+        tab.goto(page.as_uri(), wait_until="load")
+        tab.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)", timeout=60000)
+        tab.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
+        tab.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=60000)
+        tab.add_style_tag(content=PRINT_CSS)
+        tab.emulate_media(media="print")
+        tab.pdf(path=str(out), format="A4", print_background=True, display_header_footer=False,
+                margin={"top": "18mm", "bottom": "18mm", "left": "16mm", "right": "16mm"})
+        browser.close()
+    html_static = root / "_build" / "html" / "_static"
+    if html_static.exists():
+        shutil.copy2(out, html_static / PDF_NAME)
+    print(f"Wrote {out}")
+    return out
 
 
 def stage_sources(destination: Path) -> Path:

@@ -1,9 +1,25 @@
-"""Figures: small seaborn helpers that draw into a given `ax` (captions live in cell metadata)."""
+"""Figures: the book's house style, one figure helper, and small helpers that draw into a given `ax`.
+
+Every chapter calls `setup()` once and makes each figure with `figure(...)`, so all figures share one size scale:
+they are at most `COLUMN_WIDTH_IN` wide, the width of the book's content column, so the page never shrinks them
+and a 9-point font stays 9 points as rendered. Captions, names and alt text live in the cell metadata
+(README, "House style"), never in plot titles; panel labels sit above the axes, legends below the panels.
+"""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 import torch
+
+from .errors import ArgumentError
+
+# The text column of the HTML book is 784 CSS px wide at a 1400 px window (measured in Chromium). A figure of
+# 7.5 in is 720 px as SVG (96 px per inch), so it is shown at its natural size with room to spare.
+COLUMN_WIDTH_IN = 7.5
+MAX_PANELS_PER_ROW = 3
+FONT_PT = 10        # labels; tick labels and legends one point smaller, never below MIN_FONT_PT
+MIN_FONT_PT = 9
+PNG_DPI = 200       # only for PNG output (PDF fallbacks): twice the 96 px per inch of the page
 
 MEASURE_LABELS = {
     "numerical": "numerical rank",
@@ -12,11 +28,65 @@ MEASURE_LABELS = {
     "stable": "stable rank",
 }
 
+STYLE = {
+    "font.size": FONT_PT,
+    "axes.labelsize": FONT_PT,
+    "axes.titlesize": FONT_PT,
+    "axes.titlelocation": "left",   # a panel label above its axes, off the data
+    "xtick.labelsize": FONT_PT - 1,
+    "ytick.labelsize": FONT_PT - 1,
+    "legend.fontsize": FONT_PT - 1,
+    "legend.title_fontsize": FONT_PT - 1,
+    "figure.titlesize": FONT_PT,
+    "figure.figsize": (COLUMN_WIDTH_IN, 3.4),
+    "figure.dpi": 96,
+    "savefig.dpi": PNG_DPI,
+    "figure.constrained_layout.use": True,  # room for labels and an outside legend, without tight_layout calls
+    "svg.fonttype": "path",          # text as outlines: identical on every machine, no font to ship
+    "lines.markersize": 4,
+}
+
 
 def setup() -> None:
-    """The book's plotting style."""
+    """The book's plotting style; inline figures become SVG (sharp at any zoom, and in the PDF)."""
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
-    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "figure.figsize": (7.0, 4.0)})
+    plt.rcParams.update(STYLE)
+    try:
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("svg")
+    except ImportError:  # no IPython: scripts and tests save files themselves
+        pass
+
+
+def figure(ncols: int = 1, nrows: int = 1, height: float | None = None, width: float | None = None,
+           **subplot_kw):
+    """A new figure of `nrows x ncols` panels sized for the content column; returns `(fig, axes)` as plt.subplots.
+
+    `height` is the height of one row of panels in inches (default: 0.7 x the panel width, from 2.4 to 3.4, so
+    that short panels still have room for their labels);
+    `width` defaults to the column width and may only be smaller. More than three panels side by side would
+    shrink their text below the house minimum, so that is refused: use more rows.
+    """
+    if not isinstance(ncols, int) or not 1 <= ncols <= MAX_PANELS_PER_ROW:
+        raise ArgumentError("ncols", ncols, f"an integer from 1 to {MAX_PANELS_PER_ROW} (use more rows for more panels)")
+    if not isinstance(nrows, int) or not 1 <= nrows <= 6:
+        raise ArgumentError("nrows", nrows, "an integer from 1 to 6")
+    width = COLUMN_WIDTH_IN if width is None else width
+    if not 0 < width <= COLUMN_WIDTH_IN:
+        raise ArgumentError("width", width, f"a number of inches in (0, {COLUMN_WIDTH_IN}] (the content column)")
+    row_height = min(max(0.7 * width / ncols, 2.4), 3.4) if height is None else height
+    if not 0.5 <= row_height <= 6:
+        raise ArgumentError("height", height, "a row height in inches from 0.5 to 6")
+    return plt.subplots(nrows, ncols, figsize=(width, row_height * nrows), **subplot_kw)
+
+
+def legend_below(fig, ax=None, ncols: int | None = None, **kwargs):
+    """One legend for the whole figure, centred under the panels (off the data), from `ax` (default: the first)."""
+    ax = ax if ax is not None else fig.axes[0]
+    handles, labels = ax.get_legend_handles_labels()
+    ncols = ncols or min(len(labels), 4)
+    return fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False, **kwargs)
 
 
 def attention_heatmap(ax, matrix, label: str = "", vmax: float | None = None, cbar: bool = False):
@@ -27,7 +97,7 @@ def attention_heatmap(ax, matrix, label: str = "", vmax: float | None = None, cb
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     if label:
-        ax.set_title(label, fontsize=10)
+        ax.set_title(label)
     return ax
 
 
@@ -62,3 +132,46 @@ def rank_curves(ax, frame, hue: str = "n", x: str = "d_head", y: str = "rank_ove
         ax.set_xscale("log", base=2)
     ax.set_xlabel(x)
     return ax
+
+
+def table(frame, digits: int = 3, missing: str = "–"):
+    """A DataFrame formatted for the page: integer-valued columns as integers, others to `digits` decimals,
+    missing values as `missing` (say in the text what it means). Returns a Styler (rendered as an HTML table)."""
+    import pandas as pd
+
+    def fmt(column):
+        values = column.dropna()
+        is_number = pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+        if is_number and len(values) and (values == values.round()).all() and values.abs().max() < 1e15:
+            return lambda x: missing if pd.isna(x) else f"{int(x)}"
+        if is_number:
+            return lambda x: missing if pd.isna(x) or not np.isfinite(x) else f"{x:.{digits}f}"
+        return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)
+
+    styled = frame.style.format({c: fmt(frame[c]) for c in frame.columns})
+    styled = styled.format_index(lambda x: missing if x is None else (number_text(x) if isinstance(x, float) else x))
+    # the theme styles tables of class "dataframe"; the padding keeps neighbouring numbers apart
+    return styled.set_table_attributes('class="dataframe"').set_table_styles(
+        [{"selector": "", "props": "font-size: 0.85em;"},
+         {"selector": "td, th", "props": "padding: 0.15em 0.45em; text-align: right; white-space: normal;"}])
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def number_text(x: float) -> str:
+    """A float for a table or label: plain decimals from 0.001 up, a power of ten ("10⁻⁵", "2 × 10⁻⁵") below."""
+    if x == 0 or 1e-3 <= abs(x) < 1e6:
+        return format(x, "g")
+    exponent = int(np.floor(np.log10(abs(x))))
+    mantissa = x / 10 ** exponent
+    power = "10" + str(exponent).translate(_SUPERSCRIPT)
+    return power if round(mantissa, 1) == 1 else f"{mantissa:.1f} \u00d7 {power}"
+
+
+def measure_text(measure: str) -> str:
+    """A rank measure's name for tables and legends: "numerical@1e-03" -> "numerical, tol 10⁻³"."""
+    if "@" in measure:
+        name, tol = measure.split("@")
+        return f"{name}, tol {number_text(float(tol))}"
+    return MEASURE_LABELS.get(measure, measure)

@@ -1,0 +1,340 @@
+"""The claims ledger: one row per claim of the paper and per main finding of the book, with a status computed
+from the chapters' metrics JSON.
+
+Each `Rule` names the chapter whose metrics it reads, the metric keys it reads (`reads`), and a `judge` that maps
+those values to a `Verdict` (status and the count or interval it rests on). A chapter without a metrics file, or a
+metrics file without one of the keys, gives NOT_RUN instead of an error, so a chapter that renames its metrics
+turns its rows to "not run" until the rule's `reads` are updated. Rules are listed in `RULES`, in page order.
+
+    ledger = evaluate_all(load_all())   # a list of Row, one per rule
+"""
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths, theory
+
+HOLDS = "holds"
+FAILS = "fails"
+CONDITIONAL = "holds only under stated conditions"
+UNTESTABLE = "untestable at this budget"
+NOT_RUN = "not run"
+STATUSES = (HOLDS, FAILS, CONDITIONAL, UNTESTABLE, NOT_RUN)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    evidence: str  # the count, interval or numbers the status rests on, as a sentence fragment
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}; got {self.status!r}")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the ledger: a claim, where it was tested, and how its status follows from the metrics."""
+
+    claim: str
+    source: str        # "paper" or "book"
+    conditions: str    # the conditions under which it was tested
+    notebook: str      # the chapter whose metrics JSON the rule reads
+    reads: tuple       # the keys of that file's "values" that `judge` reads
+    figure: str        # the figure name (`mystnb.figure.name`) with the evidence
+    judge: Callable[[dict], Verdict]
+
+
+@dataclass(frozen=True)
+class Row:
+    rule: Rule
+    verdict: Verdict
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def number(x: float, digits: int = 2, plain: bool = False) -> str:
+    """A number for prose: `digits` significant digits, integers as integers, tiny or huge values as a power of
+    ten (never e-notation): MyST maths, or with `plain` Unicode text ("3.7 × 10⁻⁷") for {glue:text}."""
+    x = float(x)
+    if math.isnan(x):
+        return "undefined"
+    if x == int(x) and abs(x) < 1e6:
+        return str(int(x))
+    if x != 0 and not 1e-3 <= abs(x) < 1e6:
+        exponent = math.floor(math.log10(abs(x)))
+        mantissa = x / 10 ** exponent
+        if plain:
+            return f"{mantissa:.{max(digits - 1, 0)}f} \u00d7 10{str(exponent).translate(_SUPERSCRIPT)}"
+        return f"${mantissa:.{max(digits - 1, 0)}f} \\times 10^{{{exponent}}}$"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(x))), 0) if x else digits
+    return f"{x:.{decimals}f}"
+
+
+def count(k: int, total: int, noun: str) -> str:
+    """"3 of 4 points", "1 of 1 point" (the noun in the plural unless `total` is 1)."""
+    return f"{k} of {total} {noun if total == 1 else noun + 's'}"
+
+
+# ---- the rules ------------------------------------------------------------------------------------------------
+
+def _barrier(v: dict) -> Verdict:
+    points = [r for r in v["mc_rank_over_n_vs_bound"] if r["model"] == "orthonormal"]
+    if not points:
+        return Verdict(UNTESTABLE, "no orthonormal-input points in this run")
+    below = [r for r in points if r["ci_low_over_n"] <= r["bound_over_n"]]
+    top = max(points, key=lambda r: r["mc_rank_over_n"] / r["bound_over_n"])
+    evidence = (f"{count(len(below), len(points), '$(n, d_h)$ point')} have a 95 % interval reaching down to the exact "
+                f"bound $B(n)/n$; closest: mean rank {number(top['mc_rank_over_n'], 3)} $n$ against "
+                f"{number(top['bound_over_n'], 3)} $n$ at $n = {top['n']}$, $d_h = {top['d_head']}$")
+    return Verdict(HOLDS if len(below) == len(points) else FAILS, evidence)
+
+
+def _barrier_conditions(v: dict) -> Verdict:
+    ranks = {(r["example"], r["measure"]): r["rank"] for r in v["counterexample_ranks"]}
+    n, barrier = v["ch8_n"], v["ch8_barrier"]
+    identity, previous = ranks.get(("identity", "hardmax")), ranks.get(("previous_token", "hardmax"))
+    if identity is None or previous is None:
+        return Verdict(NOT_RUN, "the identity and previous-token heads were not measured")
+    broken = [name for name, r in (("identity", identity), ("previous-token", previous)) if r > barrier]
+    evidence = (f"hardmax rank {number(identity)} (identity head) and {number(previous)} (previous-token head) at "
+                f"$n = {n}$, against the barrier {number(barrier, 3)}")
+    # The claim is that the barrier binds every head; it survives only for random heads if a constructed head beats it.
+    return Verdict(CONDITIONAL if broken else HOLDS, evidence)
+
+
+def _saturation_log_n(v: dict) -> Verdict:
+    curves: dict = {}
+    for k in v["knees"]:
+        if k["series"].startswith("hardmax") and k["knee"] is not None and not math.isnan(k["knee"]):
+            curves.setdefault((k["series"], k["definition"]), []).append((k["n"], k["knee"]))
+    spreads = {}
+    for key, points in curves.items():
+        if len(points) >= 3:
+            ratios = [knee / math.log(n) for n, knee in sorted(points)]
+            spreads[key] = (max(ratios) / min(ratios), sorted(points))
+    if not spreads:
+        return Verdict(UNTESTABLE, "fewer than three sequence lengths with a measured saturation point")
+    # Saturation at d_h of order log n: the knee over ln n stays within a factor 1.5 across the grid of n.
+    bounded = {key: spread <= 1.5 for key, (spread, _) in spreads.items()}
+    low, high = min(s for s, _ in spreads.values()), max(s for s, _ in spreads.values())
+    ns = sorted({n for _, points in spreads.values() for n, _ in points})
+    evidence = (f"over $n$ = {ns[0]} to {ns[-1]}, knee$/\\ln n$ changes by a factor {number(low)} to {number(high)} "
+                f"({count(sum(bounded.values()), len(spreads), 'curve')} within a factor 1.5: "
+                f"{', '.join(sorted(s.replace('hardmax, ', '') + ' (' + d + ')' for (s, d), ok in bounded.items() if ok)) or 'none'})")
+    if all(bounded.values()):
+        return Verdict(HOLDS, evidence)
+    return Verdict(CONDITIONAL if any(bounded.values()) else FAILS, evidence)
+
+
+def _reduction_init(v: dict) -> Verdict:
+    # Chapter 4's hardmax points at initialization against the exact bound; z < 3 counts as below.
+    exceed, total = int(v["ch4_hard_exceed"]), int(v["ch4_hard_points"])
+    evidence = (f"{count(total - exceed, total, 'point')} at or below the bound; largest excess "
+                f"{number(v['ch4_hard_max_z'])} standard errors (negative: below)")
+    return Verdict(HOLDS if exceed == 0 else FAILS, evidence)
+
+
+def _together(v: dict) -> Verdict:
+    informative, same = int(v["ch5_sat_informative"]), int(v["ch5_sat_same"])
+    if informative == 0:
+        return Verdict(UNTESTABLE, f"no task and n at which the models learned and both curves saturated "
+                                   f"({count(int(v['ch5_sat_learned']), int(v['ch5_sat_cases']), 'case')} learned)")
+    share = same / informative
+    evidence = f"rank and performance saturate at the same $d_h$ in {count(same, informative, 'informative case')}"
+    return Verdict(HOLDS if share >= 0.75 else FAILS if share <= 0.25 else CONDITIONAL, evidence)
+
+
+def _trained_synthetic(v: dict) -> Verdict:
+    above, total = int(v["ch5_heads_above"]), int(v["ch5_heads_total"])
+    return Verdict(HOLDS if above == 0 else FAILS,
+                   f"{count(above, total, 'trained head')} above the barrier by the hardmax rank")
+
+
+def _trained_break(v: dict) -> Verdict:
+    summary = {r["task"]: r for r in v["trained_summary"]}
+    reversal = summary.get("reversal")
+    if reversal is None:
+        return Verdict(NOT_RUN, "the reversal task was not trained")
+    if reversal["accuracy"] < 0.9:  # the quality bar of chapter 8: the model must solve the task
+        return Verdict(UNTESTABLE, f"reversal models reached only {number(100 * reversal['accuracy'], 2)} % test "
+                                   f"accuracy (bar: 90 %)")
+    breaking, heads = int(reversal["breaking"]), int(reversal["heads"])
+    evidence = (f"{count(breaking, heads, 'reversal head')} above the breaking threshold, largest hardmax rank "
+                f"{number(reversal['max_hardmax_over_n'])} $n$, at {number(100 * reversal['accuracy'], 2)} % accuracy")
+    return Verdict(HOLDS if breaking > 0 else FAILS, evidence)
+
+
+def _temperature(v: dict) -> Verdict:
+    rows = [r for r in v["rank_vs_temperature"] if r["head"] == "random" and r["measure"] == "numerical@1e-03"]
+    if not rows:
+        return Verdict(NOT_RUN, "no random heads in the temperature sweep")
+    n = v["ch8_n"]
+    peak = max(rows, key=lambda r: r["rank"])
+    barrier = theory.expected_hardmax_rank(n)
+    evidence = (f"peak numerical rank {number(peak['rank'], 3)} at $T/\\sqrt{{d_h}}$ = {number(peak['ratio'])}, "
+                f"against the barrier {number(barrier, 3)} ($n = {n}$)")
+    return Verdict(HOLDS if peak["rank"] > barrier else FAILS, evidence)
+
+
+def _causal(v: dict) -> Verdict:
+    ranks = {(r["example"], r["measure"]): r["rank"] for r in v["counterexample_ranks"]}
+    n = v["ch8_n"]
+    exact, hardmax = ranks.get(("causal_random", "numerical@1e-08")), ranks.get(("causal_random", "hardmax"))
+    if exact is None:
+        return Verdict(NOT_RUN, "the causal head was not measured")
+    evidence = f"numerical rank {number(exact)} of $n = {n}$ at tolerance $10^{{-8}}$, hardmax rank {number(hardmax)}"
+    return Verdict(HOLDS if exact == n else FAILS, evidence)
+
+
+def _depth(v: dict) -> Verdict:
+    rows = v["depth"]
+    last = max(r["layer"] for r in rows)
+    final = [r for r in rows if r["layer"] == last]
+    pure = max(r["residual"] for r in final if "res" not in r["arch"])
+    skip = min(r["residual"] for r in final if "res" in r["arch"])
+    evidence = (f"after {last} layers the relative residual is at most {number(pure)} without skip connections and "
+                f"at least {number(skip)} with them")
+    return Verdict(HOLDS if pure < 1e-3 and skip > 0.1 else FAILS, evidence)
+
+
+def _k_of_m(text: str) -> tuple[int, int]:
+    """"3 of 4" -> (3, 4): the count format the chapters glue."""
+    k, m = str(text).split(" of ")
+    return int(k), int(m)
+
+
+def _share_status(k: int, m: int) -> str:
+    """All -> holds; none -> fails; some -> holds only under stated conditions."""
+    return HOLDS if k == m else FAILS if k == 0 else CONDITIONAL
+
+
+def _real_data_barrier(v: dict) -> Verdict:
+    k, m = _k_of_m(v["ch6_barrier_count"])
+    if m == 0:
+        return Verdict(UNTESTABLE, "no trained real-data setting")
+    return Verdict(_share_status(k, m), f"{count(k, m, 'setting')} below the barrier; largest hardmax rank "
+                                        f"{number(v['ch6_hardmax_frac_max'])} $n$")
+
+
+def _reduction(v: dict) -> Verdict:
+    k, m = _k_of_m(v["ch7_needed_below_n"])
+    if m == 0:
+        return Verdict(UNTESTABLE, "no task on which the models learned")
+    return Verdict(_share_status(k, m), f"attention of rank below $n$ without measurable loss in {count(k, m, 'task')}")
+
+
+def _pretrained(v: dict) -> Verdict:
+    above, points = int(v["ch9_hm_layers_above"]), int(v["ch9_layer_points"])
+    return Verdict(HOLDS if above == 0 else FAILS,
+                   f"{count(points - above, points, 'layer mean')} below the barrier; the highest single head at "
+                   f"{number(v['ch9_hm_head_max'])} $n$")
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(r"The expected rank of a hardmax attention head is at most about $0.63\,n$, whatever $d_h$.", "paper",
+         "hardmax; orthonormal inputs; independent Gaussian $W_q, W_k$; Monte Carlo over $n$ and $d_h$",
+         "02_low_rank_barrier", ("mc_rank_over_n_vs_bound",), "fig-barrier", _barrier),
+    Rule("The barrier binds attention heads in general, not only random ones.", "paper",
+         "constructed identity and previous-token heads, at their certified temperature",
+         "08_where_it_breaks", ("counterexample_ranks", "ch8_n", "ch8_barrier"), "fig-ch8-temperature",
+         _barrier_conditions),
+    Rule(r"The rank saturates once $d_h$ is of order $\log n$.", "paper",
+         "hardmax rank of random queries with Gaussian or unit-sphere keys; saturation point (knee) per $n$, two definitions",
+         "03_saturation", ("knees",), "fig-knees", _saturation_log_n),
+    Rule("Random attention at initialization stays under the barrier.", "paper",
+         "hardmax rank of randomly initialised heads; several input distributions and scales",
+         "04_random_attention", ("ch4_hard_exceed", "ch4_hard_points", "ch4_hard_max_z"), "fig-ch4-hardmax",
+         _reduction_init),
+    Rule("Extra head dimension is redundant: trained models run with attention of rank well below $n$ "
+         "without loss (model reduction).", "paper",
+         "low-rank compression of the attention of trained models on text and images; loss within tolerance",
+         "07_model_reduction", ("ch7_needed_below_n",), "fig-ch7-compression", _reduction),
+    Rule("Rank and task performance saturate at the same head dimension.", "paper",
+         "small transformers trained on synthetic tasks; cases where the model learned the task",
+         "05_trained_synthetic", ("ch5_sat_informative", "ch5_sat_same", "ch5_sat_learned", "ch5_sat_cases"),
+         "fig-ch5-saturation", _together),
+    Rule("Trained heads on synthetic tasks stay under the barrier.", "book",
+         "hardmax rank of every head of the trained models of chapter 5",
+         "05_trained_synthetic", ("ch5_heads_above", "ch5_heads_total"), "fig-ch5-heads", _trained_synthetic),
+    Rule("On real data (text, images, proteins) trained heads stay under the barrier.", "book",
+         "small transformers trained on Shakespeare, digits and proteins; hardmax rank",
+         "06_real_data", ("ch6_barrier_count", "ch6_hardmax_frac_max"), "fig-ch6-rank", _real_data_barrier),
+    Rule("A real pretrained transformer (all-MiniLM-L6-v2) stays under the barrier on average.", "book",
+         "every layer's mean hardmax rank over heads and text windows, two corpora",
+         "09_pretrained_model", ("ch9_hm_layers_above", "ch9_layer_points", "ch9_hm_head_max"), "fig-ch9-heads",
+         _pretrained),
+    Rule("Training finds heads above the barrier when the task is a permutation.", "book",
+         "reversal models that solve their task (at least 90 % test accuracy)",
+         "08_where_it_breaks", ("trained_summary",), "fig-ch8-trained", _trained_break),
+    Rule("At finite temperature the numerical rank of a random head exceeds the barrier.", "book",
+         r"random heads; numerical rank at relative tolerance $10^{-3}$; $T/\sqrt{d_h}$ over eight decades",
+         "08_where_it_breaks", ("rank_vs_temperature", "ch8_n"), "fig-ch8-temperature", _temperature),
+    Rule("Under a causal mask the softmax is exactly full rank, while its hardmax rank is about $n/2$.", "book",
+         r"one random causal head at $T = \sqrt{d_h}$",
+         "08_where_it_breaks", ("counterexample_ranks", "ch8_n"), "fig-ch8-temperature", _causal),
+    Rule("Without skip connections the token states collapse with depth; residual connections prevent it.",
+         "book", "randomly initialised stacks; four positional encodings; with and without MLP and LayerNorm",
+         "08_where_it_breaks", ("depth",), "fig-ch8-depth", _depth),
+)
+
+
+# ---- evaluation -----------------------------------------------------------------------------------------------
+
+def load_all(metrics_dir: Path | None = None) -> dict:
+    """Every chapter's metrics file in `metrics_dir` (default: the book's), by notebook name."""
+    folder = Path(metrics_dir or paths.metrics_dir())
+    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("[0-9][0-9]_*.json"))}
+
+
+def evaluate(rule: Rule, metrics: dict) -> Verdict:
+    """The rule's verdict on `metrics` ({notebook: metrics JSON}); NOT_RUN when a chapter or a key is missing."""
+    run = metrics.get(rule.notebook)
+    if run is None:
+        return Verdict(NOT_RUN, f"chapter {rule.notebook} has no metrics file in this build")
+    values = run.get("values", {})
+    missing = [k for k in rule.reads if k not in values or k in run.get("not_run", [])]
+    if missing:
+        return Verdict(NOT_RUN, f"not recorded by chapter {rule.notebook}: {', '.join(missing)}")
+    try:
+        return rule.judge({k: values[k] for k in rule.reads})
+    except (KeyError, TypeError, IndexError) as err:  # a metric whose layout changed: say so, never crash the page
+        return Verdict(NOT_RUN, f"metrics of chapter {rule.notebook} have an unexpected layout "
+                                f"({type(err).__name__}: {err})")
+
+
+def evaluate_all(metrics: dict, rules: tuple[Rule, ...] = RULES) -> list[Row]:
+    return [Row(rule, evaluate(rule, metrics)) for rule in rules]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: list[Row], figures: dict) -> str:
+    """The ledger as a MyST table; `figures` maps a notebook to its figure names, so a row links its figure with
+    {numref} when the chapter has it and the chapter page otherwise (a renamed figure never breaks the build)."""
+    lines = ["| | Claim | Tested under | Status | Evidence | Shown in |", "|---|---|---|---|---|---|"]
+    for i, row in enumerate(rows, 1):
+        rule = row.rule
+        link = (f"{{numref}}`{rule.figure}`" if rule.figure in figures.get(rule.notebook, ())
+                else f"{{doc}}`{rule.notebook}`")
+        lines.append(f"| {i} | {_cell(rule.claim)} ({rule.source}) | {_cell(rule.conditions)} | "
+                     f"**{row.verdict.status}** | {_cell(row.verdict.evidence)} | {link} |")
+    return "\n".join(lines)
+
+
+def tally_sentence(tally: dict) -> str:
+    """"3 hold, 1 fails and 2 were not run": the statuses in STATUSES order, grammatical for any counts."""
+    verbs = {HOLDS: ("holds", "hold"), FAILS: ("fails", "fail"),
+             CONDITIONAL: ("holds only under stated conditions", "hold only under stated conditions"),
+             UNTESTABLE: ("is untestable at this budget", "are untestable at this budget"),
+             NOT_RUN: ("was not run", "were not run")}
+    parts = [f"{tally[s]} {verbs[s][0] if tally[s] == 1 else verbs[s][1]}" for s in STATUSES if tally.get(s)]
+    if not parts:
+        return "none was evaluated"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]

@@ -1,0 +1,115 @@
+"""The house style (README, "House style") on every page of the quick book.
+
+In Chromium at 1400 px: every figure image is shown at 70 % or more of its natural width (our figures all carry
+text, sized for the column: a shrunk image has shrunk text), has an alt text that says something (not a hashed file
+name), every "Figure N.M" reference links to a figure that exists, and no table or display equation is wider than
+its container. Without a browser: the prose has no "(s)" plurals, raw backticks, ASCII maths or e-notation numbers.
+"""
+
+import re
+
+import pytest
+from bs4 import BeautifulSoup
+
+from helpers.book import toc_entries
+
+pytestmark = pytest.mark.book
+
+# Pages not yet converted to the house style: their checks are expected to fail (xfail, not a skip, so a page
+# that passes shows up as XPASS). Remove a page from this list when its chapter is converted; the list should
+# shrink to nothing. Converted so far: intro, 98_claims_ledger, 02, 08, 99.
+NOT_CONVERTED = [
+    "book/01_attention_rank",
+    "book/03_saturation",
+    "book/04_random_attention",
+    "book/05_trained_synthetic",
+    "book/06_real_data",
+    "book/07_model_reduction",
+    "book/09_pretrained_model",
+]
+
+MIN_SHOWN_FRACTION = 0.7
+
+
+def pages():
+    return [pytest.param(entry, marks=pytest.mark.xfail(reason="chapter not yet in the house style", strict=False))
+            if entry in NOT_CONVERTED else entry for entry in toc_entries()]
+
+
+STYLE_STATE = """() => {
+  const main = document.querySelector('main');
+  const images = Array.from(main.querySelectorAll('img')).filter(i => i.naturalWidth > 32);
+  const refs = Array.from(main.querySelectorAll('a')).filter(a => /^Figure \\d+\\.\\d+$/.test(a.textContent.trim()));
+  return {
+    shrunk: images.filter(i => i.getBoundingClientRect().width < %(fraction)s * i.naturalWidth)
+                  .map(i => `${i.src.split('/').pop()}: ${Math.round(i.getBoundingClientRect().width)} of ${i.naturalWidth} px`),
+    badAlt: images.map(i => i.getAttribute('alt') || '')
+                  .filter(a => a.trim().split(/\\s+/).length < 4 || /[0-9a-f]{16}|\\.(png|svg|jpe?g)$/i.test(a)),
+    figureRefs: refs.map(a => a.getAttribute('href')),
+    unnumbered: Array.from(main.querySelectorAll('figure')).filter(f => !f.querySelector('.caption-number')).length,
+    brokenRefs: Array.from(main.querySelectorAll('a')).filter(a => /^(Figure|Equation|Table) ?\\?+|^\\?\\?/.test(a.textContent.trim())).length
+                + (main.textContent.match(/Figure \\?|\\?\\?\\?/g) || []).length,
+    wideTables: Array.from(main.querySelectorAll('table')).filter(t => {
+        const box = t.parentElement.getBoundingClientRect();
+        return t.scrollWidth > t.parentElement.clientWidth + 1 || t.getBoundingClientRect().right > box.right + 1;
+      }).map(t => (t.querySelector('th, td') || t).textContent.trim().slice(0, 40)),
+    wideMaths: Array.from(main.querySelectorAll('mjx-container[display="true"]'))
+                  .filter(m => m.scrollWidth > m.clientWidth + 1 || m.getBoundingClientRect().right > main.getBoundingClientRect().right + 1)
+                  .map(m => m.textContent.slice(0, 40)),
+  };
+}""" % {"fraction": MIN_SHOWN_FRACTION}
+
+
+@pytest.mark.parametrize("entry", pages())
+def test_figures_legible_referenced_and_tables_fit(open_page, server, entry):
+    page = open_page(entry)
+    state = page.evaluate(STYLE_STATE)
+    targets = []
+    for href in state["figureRefs"]:
+        url, _, anchor = (href or "").partition("#")
+        if url:
+            page.goto(f"{server}/{entry.rsplit('/', 1)[0]}/{url}" if not url.startswith("/") else f"{server}{url}")
+        targets.append((href, bool(anchor) and page.evaluate(
+            "a => { const el = document.getElementById(a); return !!el && !!el.closest('figure'); }", anchor)))
+    page.close()
+    assert not state["shrunk"], f"figures shown below {MIN_SHOWN_FRACTION:.0%} of their width: {state['shrunk']}"
+    assert not state["badAlt"], f"figures without a descriptive alt text: {state['badAlt']}"
+    assert state["unnumbered"] == 0, "figures without a number (give them mystnb.figure.name and a caption)"
+    assert state["brokenRefs"] == 0, "unresolved references (??) in the page"
+    assert all(ok for _, ok in targets), f"Figure references that lead to no figure: {[h for h, ok in targets if not ok]}"
+    assert not state["wideTables"], f"tables wider than the column: {state['wideTables']}"
+    assert not state["wideMaths"], f"display maths cut off: {state['wideMaths']}"
+
+
+# What the prose must not contain; the text of code, maths, code cells and plain-text outputs is left out.
+PROSE_PATTERNS = {
+    "(s) plural": re.compile(r"\w\(s\)"),
+    "raw backtick": re.compile(r"`"),
+    "ASCII maths": re.compile(r"\^|\blog n\)|\bsqrt\(|\bn\*\*"),
+    "e-notation": re.compile(r"(?<![\w.])\d+(\.\d+)?e[-+]?\d+\b", re.I),
+}
+NOT_PROSE = "pre, code, script, style, .math, .cell_input, .output.text_plain, .output.stream, .highlight, mjx-container"
+
+
+def prose_text(html: str) -> str:
+    soup = BeautifulSoup(html, "html.parser")
+    main = soup.find("main") or soup
+    for element in main.select(NOT_PROSE):
+        element.decompose()
+    return main.get_text(" ")
+
+
+@pytest.mark.parametrize("entry", pages())
+def test_prose_has_no_templates_or_ascii_maths(built_book, entry):
+    text = prose_text((built_book / f"{entry}.html").read_text())
+    found = {name: sorted(set(m.group(0) for m in pattern.finditer(text)))[:5]
+             for name, pattern in PROSE_PATTERNS.items() if pattern.search(text)}
+    assert not found, f"{entry}: {found}"
+
+
+def test_prose_check_finds_what_it_looks_for():
+    page = ("<main><p>Each seed(s) gives 3.7e-07 and `rank` with a + b (log n)^2.</p>"
+            "<pre>1e-05 ^ `x`</pre><span class='math'>n^2</span></main>")
+    text = prose_text(page)
+    assert "1e-05" not in text and "n^2" not in text
+    assert {name for name, p in PROSE_PATTERNS.items() if p.search(text)} == set(PROSE_PATTERNS)

@@ -1,0 +1,73 @@
+"""`make pdf` on the quick book: enough pages, every numbered figure of the HTML build captioned and embedded,
+and no raw TeX (MathJax typeset every formula before Chromium printed). Read with poppler-utils."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from bs4 import BeautifulSoup
+
+from helpers import book
+
+pytestmark = pytest.mark.book
+POPPLER = all(shutil.which(tool) for tool in ("pdfinfo", "pdftotext", "pdftocairo"))
+RAW_TEX = ("$$", "\\frac", "\\begin{", "\\operatorname", "\\mathbb", "\\sqrt")
+
+
+@pytest.fixture(scope="module")
+def pdf(built_book, chromium):
+    if not POPPLER:
+        if os.environ.get("CI"):
+            pytest.fail("poppler-utils is not installed (apt-get install poppler-utils); CI must check the PDF")
+        pytest.skip("poppler-utils is not installed: apt-get install poppler-utils to check the PDF")
+    root = built_book.parent.parent  # the book whose HTML build the other checks read
+    # In its own process: Playwright's sync API cannot start while the browser fixture's session is running.
+    subprocess.run([sys.executable, "-c", f"from helpers import book; book.pdf({str(root)!r})"], check=True)
+    return root / "_build" / "pdf" / book.PDF_NAME
+
+
+def pages_text(path):
+    """The text of every page, in order (pdftotext separates pages with a form feed)."""
+    return subprocess.run(["pdftotext", "-layout", str(path), "-"], check=True, capture_output=True,
+                          text=True).stdout.split("\f")
+
+
+def has_figure(path, page: int, tmp_path) -> bool:
+    """True when a page holds a figure: a raster image at least 200 px wide, or at least 200 vector paths drawn
+    outside the font definitions (an SVG figure, its text included, is a few hundred paths; a page of text ~50)."""
+    svg_file = tmp_path / f"page{page}.svg"
+    subprocess.run(["pdftocairo", "-svg", "-f", str(page), "-l", str(page), str(path), str(svg_file)], check=True)
+    svg = svg_file.read_text()
+    images = [int(w) for w in re.findall(r'<image[^>]*?width="(\d+)"', svg)]
+    paths = re.sub(r"<defs>.*?</defs>", "", svg, flags=re.S).count("<path")
+    return any(w >= 200 for w in images) or paths >= 200
+
+
+def test_pdf_has_the_whole_book(pdf, built_book):
+    info = subprocess.run(["pdfinfo", str(pdf)], check=True, capture_output=True, text=True).stdout
+    n_pages = int(re.search(r"Pages:\s+(\d+)", info).group(1))
+    assert n_pages >= 3 * len(book.toc_entries()), f"only {n_pages} pages"
+    text = " ".join(" ".join(pages_text(pdf)).split())
+    for entry in book.toc_entries():  # every page's title is in the PDF
+        heading = BeautifulSoup((built_book / f"{entry}.html").read_text(), "html.parser").select_one("main h1")
+        title = " ".join(heading.get_text(" ").replace("#", "").split())
+        assert title in text, f"title {title!r} of {entry} not in the PDF"
+
+
+def test_every_figure_is_captioned_and_embedded(pdf, built_book, tmp_path):
+    html = "".join((built_book / f"{e}.html").read_text() for e in book.toc_entries())
+    numbers = set(re.findall(r'<span class="caption-number">Figure (\d+\.\d+)', html))
+    texts = pages_text(pdf)
+    for number in sorted(numbers):
+        pages = [i + 1 for i, t in enumerate(texts) if re.search(rf"(?m)^\s*Figure {re.escape(number)}\b", t)]
+        assert pages, f"caption of Figure {number} not in the PDF"
+        assert any(has_figure(pdf, q, tmp_path) for p in pages for q in (p, p - 1) if q >= 1), \
+            f"Figure {number}: nothing drawn on its caption's page or the one before"
+
+
+def test_no_raw_tex_in_the_pdf(pdf):
+    text = "".join(pages_text(pdf))
+    assert not [t for t in RAW_TEX if t in text], "raw TeX in the PDF"
