@@ -219,6 +219,24 @@ def rank_at_max(models: pd.DataFrame) -> pd.DataFrame:
     return top.groupby(["domain", "n"], sort=False)[cols].mean().reset_index()
 
 
+def saturation_display(sat: pd.DataFrame) -> pd.DataFrame:
+    """The saturation table for the page: one row per setting, one text column per quantity, "3.1 (2.4–4.0)",
+    "≤ 1 (…)" for a curve saturated at the smallest d_qk, "–" when undefined."""
+    def cell(row) -> str:
+        if row.status not in (saturation.INSIDE, saturation.AT_FIRST):
+            return "–"
+        text = ("≤ " if row.status == saturation.AT_FIRST else "") + english.number(row.value, 2)
+        if np.isfinite(row.low):
+            text += f" ({english.number(row.low, 2)}–{english.number(row.high, 2)})"
+        return text
+
+    out = sat.assign(setting=sat.domain + ", n = " + sat.n.astype(str), text=sat.apply(cell, axis=1))
+    table = out.pivot(index="setting", columns="quantity", values="text").reindex(columns=list(QUANTITIES))
+    table = table.reindex(out.setting.drop_duplicates())
+    return table.rename(columns={"loss": "loss", "hardmax": "hardmax rank",
+                                 RANK_LABELS[1]: "numerical rank (rtol 10⁻³)"})
+
+
 # ------------------------------------------------------------------------------------------------ verdict rules
 
 def together_outcome(loss: dict, rank: dict, included: bool) -> str:

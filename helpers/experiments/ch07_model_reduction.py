@@ -273,14 +273,14 @@ def scaling_verdict(fit: dict) -> Verdict:
     """Which of r = c log n and r = c sqrt(n) fits the smallest r better, or "untestable at this budget"."""
     if not fit["decides"]:
         sentence = (f"untestable at this budget: {english.plural(fit['points'], 'setting')} at "
-                    f"{english.plural(fit['distinct_n'], 'distinct value')} of n cannot tell c log n from c sqrt(n) (root mean "
+                    f"{english.plural(fit['distinct_n'], 'distinct value')} of n cannot tell c·log n from c·√n (root mean "
                     f"squared residuals {english.number(fit['rmse_log'], 2)} and {english.number(fit['rmse_sqrt'], 2)})")
         outcome = "untestable"
     else:
         best = "log" if fit["rmse_log"] < fit["rmse_sqrt"] else "sqrt"
-        sentence = (f"c log n fits with root mean squared residual {english.number(fit['rmse_log'], 2)}, c sqrt(n) with "
-                    f"{english.number(fit['rmse_sqrt'], 2)}: the {'log n' if best == 'log' else 'sqrt(n)'} form fits "
-                    f"better")
+        sentence = (f"c·log n fits with root mean squared residual {english.number(fit['rmse_log'], 2)}, c·√n with "
+                    f"{english.number(fit['rmse_sqrt'], 2)}: the {'logarithmic' if best == 'log' else 'square-root'} "
+                    f"form fits better")
         outcome = best
     return Verdict(outcome, sentence, rule="decides with at least 3 distinct n and residuals differing by a factor 2",
                    evidence=fit)

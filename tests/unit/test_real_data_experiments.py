@@ -148,3 +148,13 @@ def test_stack_point_rows_weights_and_reload(tmp_path, monkeypatch, one_thread):
     with torch.no_grad():
         q_rows = models[0].attentions[0].qkv.weight.shape[0]
     assert q_rows == 2 * (2 * 1 + 4)  # heads x (2 d_qk + d_value): the value width is fixed
+
+
+def test_saturation_display_names_the_edge_cases():
+    sat = pd.DataFrame([
+        {"domain": "bbc", "n": 64, "quantity": "loss", "value": 3.14, "status": "inside", "low": 2.4, "high": 4.0},
+        {"domain": "bbc", "n": 64, "quantity": "hardmax", "value": 1.0, "status": "at_first", "low": 1.0, "high": 1.0},
+        {"domain": "bbc", "n": 64, "quantity": "numerical@1e-03", "value": math.nan, "status": "flat",
+         "low": math.nan, "high": math.nan}])
+    row = ch.saturation_display(sat).loc["bbc, n = 64"]
+    assert row.tolist() == ["3.1 (2.4–4)", "≤ 1 (1–1)", "–"]
