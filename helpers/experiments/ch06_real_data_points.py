@@ -88,9 +88,9 @@ class TrainSpec:
     @classmethod
     def for_mode(cls, mode: str, **overrides) -> "TrainSpec":
         """The full-mode spec, or the quick one (a narrower model, short budgets); `overrides` replace fields."""
-        quick = cls(d_model=32, n_heads=2, d_value=8, max_steps=150, eval_every=25, patience=3,
-                    text_batch_tokens=1024, text_train_tokens=131072, image_train=4000, test_tokens=4096,
-                    test_images=500, probe_tokens=256)
+        quick = cls(d_model=32, n_heads=2, d_value=8, max_steps=100, eval_every=20, patience=3,
+                    text_batch_tokens=512, text_train_tokens=65536, image_batch=32, image_train=4000,
+                    test_tokens=4096, test_images=500, probe_tokens=256)
         spec = quick if mode == "quick" else cls()
         return replace(spec, **{k: v for k, v in overrides.items() if v is not None})
 
