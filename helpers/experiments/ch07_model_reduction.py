@@ -31,10 +31,10 @@ Z = 2.0                   # two standard errors separate "better" from "indistin
 MINILM_CORPORA = ["bbc", "shakespeare"]
 DEFAULTS = {              # name -> (quick, full)
     "FINETUNE_STEPS": (20, 200),
-    "MINILM_SENTENCES": (4, 32),
-    "MINILM_TOKENS": (32, 64),
+    "MINILM_SENTENCES": (4, 16),
+    "MINILM_TOKENS": (32, 32),
     "MINILM_RANKS": ([1, 2, 4, 8, 16, 32], list(range(1, 33))),
-    "MINILM_FINETUNE_STEPS": (3, 20),
+    "MINILM_FINETUNE_STEPS": (3, 10),
 }
 MINILM_FINETUNE_RANKS = [1, 4, 8]
 MINILM_FINETUNE_SENTENCES = 8   # per corpus, other snippets than the test ones
