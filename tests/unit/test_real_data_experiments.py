@@ -1,85 +1,160 @@
-"""Chapter 06's experiment code: saturation points, the weight store, and one tiny trained point."""
+"""Chapter 06: stacks of real-data models, quality bars, saturation of loss and rank, and the verdict rules."""
 
 import math
-from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from helpers import parameters
+from helpers.experiments import ch06_real_data as ch
+from helpers.experiments import ch06_real_data_points as pts
 from helpers.parameters import ParameterError
-from helpers.experiments import ch06_real_data as rd
+from helpers.train import evaluate
 
-TINY = replace(rd.TrainSpec.for_mode("quick"), steps=6, tokens_per_step=128, test_tokens=256, probe_tokens=64,
-               d_model=16)
-
-
-def test_saturation_point_of_known_curves():
-    d = [1, 2, 4, 8, 16]
-    assert rd.saturation_point(d, [0, 10, 10, 10, 10]) == pytest.approx(2 ** 0.95)
-    assert rd.saturation_point(d, [0, 1, 2, 3, 4]) == pytest.approx(2 ** (3 + 0.8))
-    assert math.isnan(rd.saturation_point(d, [5, 4, 3, 2, 1]))  # no rise
-    assert math.isnan(rd.saturation_point(d, [1, 1, 1, 1, 1]))
-    assert rd.saturation_point([16, 1, 4], [3, 0, 3]) == pytest.approx(4 ** 0.95)  # unsorted input
+TINY = pts.TrainSpec(d_model=8, n_heads=2, n_layers=1, d_value=4, lr=3e-3, max_steps=12, eval_every=4, patience=1,
+                     text_batch_tokens=64, text_train_tokens=4096, test_tokens=256, probe_tokens=32).as_config()
 
 
-def test_image_n_and_text_n_are_checked():
-    rd.check_n("mnist", 49)
-    with pytest.raises(ParameterError, match="16, 49 or 196"):
-        rd.check_n("digits", 50)
-    with pytest.raises(ParameterError, match="from 8 to 1024"):
-        rd.check_n("shakespeare", 4)
+def _params(**overrides):
+    values = dict(MODE="quick", SEED=0, DOMAINS=None, TEXT_N=None, BBC_N=None, IMAGE_N=None, PROTEIN_N=None,
+                  D_QK=None, N_SEEDS=None, MAX_STEPS=None, PATIENCE=None, MIN_IMPROVEMENT=None, SCHEDULER=None)
+    values.update(overrides)
+    return parameters.Params(values)
+
+
+def test_n_is_checked_per_domain():
+    with pytest.raises(ParameterError, match="16, 49, 196"):
+        pts.check_n("mnist", 20)
+    with pytest.raises(ParameterError, match="8 to 1024"):
+        pts.check_n("shakespeare", 4)
     with pytest.raises(ParameterError, match="domain"):
-        rd.domain_kind("cifar")
+        pts.domain_kind("cifar")
+    assert pts.check_n("bbc", 64) == 64
 
 
-def test_every_n_sees_the_same_tokens_per_step():
-    spec = rd.TrainSpec()
-    assert rd.batch_size("shakespeare", 64, spec) * 64 == spec.tokens_per_step
-    assert rd.batch_size("shakespeare", 512, spec) * 512 == spec.tokens_per_step
-    assert rd.batch_size("mnist", 196, spec) == spec.min_batch
+def test_resolve_names_the_parameter_of_a_bad_n_and_a_patience_that_cannot_act():
+    with pytest.raises(ParameterError, match="IMAGE_N"):
+        ch.resolve(_params(DOMAINS=["mnist"], IMAGE_N=[20]))
+    with pytest.raises(ParameterError, match="PATIENCE"):
+        ch.resolve(_params(PATIENCE=100))
+    P = ch.resolve(_params(MAX_STEPS=400, D_QK=[1, 2, 8]))
+    assert P.SPEC["max_steps"] == 400 and P.D_QK == [1, 2, 8] and P.N_SEEDS == 3
+    assert [t["n"] for t in ch.stack_tasks(P)] == [32, 16, 32]  # one stack per (domain, n), every d_qk x seed
+    assert len(ch.stack_tasks(P)[0]["members"]) == 9
 
 
-def test_weights_round_trip_through_npz(tmp_path):
-    from helpers.models import build_model
-
-    model = build_model(d_model=8, n_heads=2, d_head=3, vocab_size=5, max_len=16, seed=1, device="cpu")
-    path = rd.save_weights(model, tmp_path / "w.npz")
-    other = rd.load_weights(build_model(model.cfg, seed=2, device="cpu"), path)
-    x = torch.randint(0, 5, (2, 7))
-    assert torch.equal(model(x), other(x))
-    assert not list(tmp_path.glob("*.tmp"))
-    with np.load(path, allow_pickle=False) as arrays:  # plain arrays, no pickle
-        assert set(arrays.files) == set(model.state_dict())
-
-
-def test_train_point_rows_and_reuse_of_weights(tmp_path, monkeypatch):
-    monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
-    spec = TINY.as_config()
-    rows = rd.train_point("shakespeare", 16, 2, spec, seed=0)
-    assert {(r["stage"], r["layer"]) for r in rows} == {(s, l) for s in ("init", "trained") for l in range(2)}
-    for row in rows:
-        assert 1 <= row["hardmax"] <= 16 and 1 <= row["effective"] <= 16 and row["numerical"] <= 16
-        assert row["causal"] and row["bits_per_token"] == pytest.approx(row["test_loss"] / math.log(2))
-    assert rd.weights_path("shakespeare", 16, 2, spec, 0).exists()
-    model, data = rd.trained_model("shakespeare", 16, 2, spec, 0)  # loaded from the .npz, not retrained
-    assert rd.performance(model, data)["test_loss"] == pytest.approx(rows[0]["test_loss"], abs=1e-6)
-
-
-def test_summary_places_saturation_per_domain_and_n():
-    import pandas as pd
-
+def _models(loss, hardmax, uniform_gap=0.2, metric_value=None, domain="shakespeare", n=64, d=(1, 2, 4, 8),
+            diverged=()):
+    """A constructed per-model table: `loss[i][j]` and `hardmax[i][j]` for seed i at d[j]."""
     rows = []
-    for d, rank_value, loss in [(1, 2.0, 3.0), (2, 6.0, 2.5), (4, 8.0, 2.4), (8, 8.0, 2.4)]:
-        for seed in (0, 1):
-            rows.append({"domain": "shakespeare", "n": 64, "d_head": d, "seed": seed, "stage": "trained", "layer": 0,
-                         "hardmax": rank_value, "numerical": rank_value, "effective": rank_value,
-                         "test_loss": loss, "test_accuracy": 1 / loss, "bits_per_token": loss, "params": 10 * d})
+    for i, (ls, hs) in enumerate(zip(loss, hardmax)):
+        for j, dk in enumerate(d):
+            rows.append({"domain": domain, "n": n, "d_head": dk, "seed": i, "test_loss": ls[j],
+                         "bits_per_token": ls[j] / math.log(2) if metric_value is None else metric_value,
+                         "test_accuracy": 0.5, "uniform_increase": uniform_gap, "hardmax": hs[j],
+                         "numerical@1e-03": hs[j] + 1, "converged": True, "diverged": (i, dk) in diverged,
+                         "stop_step": 100})
     df = pd.DataFrame(rows)
-    for m in rd.MEASURES:
-        df[f"{m}_over_n"] = df[m] / df.n
-    (row,) = rd.summary(df)
-    assert row["saturation_effective"] == pytest.approx(rd.saturation_point([1, 2, 4, 8], [2, 6, 8, 8]))
-    assert row["effective_over_n_at_max"] == pytest.approx(8 / 64)
-    assert row["loss_gain"] == pytest.approx(0.6)
-    assert "moves" not in rd.saturation_trend([row], "saturation_loss")  # one n only
+    df["valid"] = ~df.diverged
+    for label in pts.RANK_LABELS:
+        df[f"{label}_over_n"] = df[label] / df.n
+    return df
+
+
+def test_quality_bar_uniform_gap_and_seed_count_decide_inclusion():
+    loss = [[2.0, 1.8, 1.7, 1.7]] * 3
+    ranks = [[2, 4, 6, 6]] * 3
+    good = ch.quality(_models(loss, ranks))
+    assert good.included.item() and good.meets_bar.item() and good.load_bearing.item()
+    assert good.value.item() == pytest.approx(1.7 / math.log(2))
+    assert not ch.quality(_models(loss, ranks, metric_value=3.0)).included.item()      # misses 2.8 bits
+    unused = ch.quality(_models(loss, ranks, uniform_gap=0.049))
+    assert not unused.load_bearing.item() and not unused.included.item()
+    short = ch.quality(_models(loss, ranks, diverged={(0, 2)}))
+    assert short.diverged.item() == 1 and short.fewest_valid_seeds.item() == 2 and not short.included.item()
+
+
+def _saturation_by_hand(d, y, baseline):
+    """The first d at which y has made 95 % of its rise from `baseline` to y[-1], interpolated in log d."""
+    target = baseline + 0.95 * (y[-1] - baseline)
+    k = next(i for i in range(len(y)) if y[i] >= target)
+    if k == 0:
+        return d[0]
+    t = (target - y[k - 1]) / (y[k] - y[k - 1])
+    return math.exp(math.log(d[k - 1]) + t * (math.log(d[k]) - math.log(d[k - 1])))
+
+
+def test_saturation_of_loss_and_rank_matches_a_hand_computation():
+    d = [1, 2, 4, 8]
+    loss = np.array([[2.0, 1.6, 1.5, 1.5], [2.2, 1.7, 1.52, 1.5], [2.1, 1.65, 1.49, 1.5]])
+    ranks = np.array([[2.0, 5.0, 9.0, 10.0], [2.0, 4.0, 10.0, 10.0], [3.0, 5.0, 9.5, 10.5]])
+    table = ch.saturation_table(_models(loss.tolist(), ranks.tolist()), resamples=200).set_index("quantity")
+    neg = -loss.mean(0)
+    assert table.loc["loss", "value"] == pytest.approx(_saturation_by_hand(d, list(neg), neg[0]))
+    mean_rank = ranks.mean(0)
+    assert table.loc["hardmax", "value"] == pytest.approx(_saturation_by_hand(d, mean_rank, 0.0))
+    assert table.loc["numerical@1e-03", "value"] == pytest.approx(_saturation_by_hand(d, mean_rank + 1, 0.0))
+    assert table.loc["loss", "low"] <= table.loc["loss", "value"] <= table.loc["loss", "high"]
+    assert set(table.status) == {"inside"}
+
+
+def test_saturation_with_an_excluded_model_uses_the_remaining_seeds():
+    loss = [[2.0, 1.6, 1.5, 1.5]] * 3
+    table = ch.saturation_table(_models(loss, [[1, 2, 3, 3]] * 3, diverged={(1, 4)}), resamples=50)
+    assert np.isfinite(table.set_index("quantity").loc["loss", "value"])
+
+
+@pytest.mark.parametrize("loss, rank, included, outcome", [
+    ((2.0, 3.0), (2.5, 3.5), True, "together"),
+    ((2.0, 3.0), (3.5, 5.0), True, "rank_later"),
+    ((4.0, 5.0), (1.0, 2.0), True, "loss_later"),
+    ((2.0, 3.0), (2.5, 3.5), False, "untestable"),
+    ((2.0, math.nan), (2.5, 3.5), True, "untestable"),
+])
+def test_together_outcome(loss, rank, included, outcome):
+    as_row = lambda lo_hi: {"low": lo_hi[0], "high": lo_hi[1]}  # noqa: E731
+    assert ch.together_outcome(as_row(loss), as_row(rank), included) == outcome
+
+
+def test_together_verdict_counts_and_untestable():
+    v = ch.together_verdict(["together", "rank_later", "untestable"], "hardmax")
+    assert v.evidence["together"] == 1 and v.evidence["rank_later"] == 1 and v.evidence["untestable"] == 1
+    assert "2 of 3 settings" in v.sentence and "untestable" in v.sentence
+    assert ch.together_verdict(["untestable"] * 2, "hardmax").outcome == "untestable"
+
+
+def test_meets_rejects_unknown_comparisons_and_nan():
+    assert ch.meets(2.7, "<=", 2.8) and not ch.meets(2.9, "<=", 2.8) and ch.meets(0.96, ">=", 0.95)
+    assert not ch.meets(math.nan, ">=", 0.95)
+    with pytest.raises(ValueError):
+        ch.meets(1.0, "<", 2.0)
+
+
+def test_stack_point_rows_weights_and_reload(tmp_path, monkeypatch, one_thread):
+    monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
+    members = [{"d_head": d, "seed": s} for d in (1, 3) for s in (0, 1)]
+    rows = pd.DataFrame(pts.stack_point("shakespeare", 8, TINY, members))
+    assert len(rows) == len(members) * 1  # one layer
+    assert set(zip(rows.d_head, rows.seed)) == {(m["d_head"], m["seed"]) for m in members}
+    assert np.allclose(rows.uniform_increase, rows.uniform_loss - rows.test_loss)
+    assert (rows.hardmax >= 1).all() and (rows.hardmax <= 8).all() and (rows["numerical@1e-03"] <= 8).all()
+    assert pts.weights_path("shakespeare", 8, TINY, members).exists()
+    models, data = pts.trained_models("shakespeare", 8, TINY, members)  # read back, not retrained
+    for model, (_, row) in zip(models, rows.iterrows()):
+        assert model.cfg.head_dim == row.d_head and model.cfg.value_dim == 4
+        assert evaluate(model, data.test_x, data.test_y)["loss"] == pytest.approx(row.test_loss, rel=1e-5)
+    with torch.no_grad():
+        q_rows = models[0].attentions[0].qkv.weight.shape[0]
+    assert q_rows == 2 * (2 * 1 + 4)  # heads x (2 d_qk + d_value): the value width is fixed
+
+
+def test_saturation_display_names_the_edge_cases():
+    sat = pd.DataFrame([
+        {"domain": "bbc", "n": 64, "quantity": "loss", "value": 3.14, "status": "inside", "low": 2.4, "high": 4.0},
+        {"domain": "bbc", "n": 64, "quantity": "hardmax", "value": 1.0, "status": "at_first", "low": 1.0, "high": 1.0},
+        {"domain": "bbc", "n": 64, "quantity": "numerical@1e-03", "value": math.nan, "status": "flat",
+         "low": math.nan, "high": math.nan}])
+    row = ch.saturation_display(sat).loc["bbc, n = 64"]
+    assert row.tolist() == ["3.1 (2.4–4)", "≤ 1 (1–1)", "–"]

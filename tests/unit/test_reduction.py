@@ -1,112 +1,144 @@
-"""Chapter 07's interventions: SVD truncation of W_q W_k^T, attention-rank limits and logit scaling (tiny models)."""
+"""Chapter 07: truncating W_q W_k^T to rank r, energy ranks, and the comparison and verdict rules."""
+
+import copy
+import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from helpers import capture, rank
-from helpers.experiments import ch07_model_reduction as red
+from helpers.experiments import ch07_model_reduction as ch
+from helpers.experiments import ch07_model_reduction_points as pts
 from helpers.models import ModelConfig, build_model
 
 
-def tiny(causal=False, d_head=6, bias=True):
-    cfg = ModelConfig(d_model=16, n_heads=2, d_head=d_head, n_layers=2, vocab_size=11, task="lm", causal=causal,
-                      bias=bias, max_len=32)
-    return build_model(cfg, seed=3, device="cpu").eval()
+def _model(d_head=6, d_value=4, bias=True, causal=True, seed=1):
+    cfg = ModelConfig(d_model=16, n_heads=2, d_head=d_head, d_value=d_value, n_layers=2, vocab_size=11, task="lm",
+                      causal=causal, max_len=12, bias=bias)
+    model = build_model(cfg, seed=seed)
+    with torch.no_grad():  # larger logits than at initialisation, so a truncation error would show
+        for attn in model.attentions:
+            attn.qkv.weight.mul_(3.0)
+    return model.eval()
 
 
-def tokens(n=12, batch=3):
-    return torch.randint(0, 11, (batch, n), generator=torch.Generator().manual_seed(0))
+def _padded_reference(model, r):
+    """Independent route: numpy's SVD of each head's folded form, factors zero-padded at the original width d."""
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for attn in ref.attentions:
+            h, d = attn.n_heads, attn.d_head
+            w = attn.qkv.weight.detach().double().numpy()
+            b = attn.qkv.bias.detach().double().numpy() if attn.qkv.bias is not None else np.zeros(w.shape[0])
+            for head in range(h):
+                rq, rk = slice(head * d, (head + 1) * d), slice(h * d + head * d, h * d + (head + 1) * d)
+                q = np.concatenate([w[rq], b[rq, None]], axis=1)
+                k = np.concatenate([w[rk], b[rk, None]], axis=1)
+                u, s, vt = np.linalg.svd(q.T @ k)
+                fq = np.zeros_like(q)
+                fk = np.zeros_like(k)
+                fq[:r] = (u[:, :r] * np.sqrt(s[:r])).T
+                fk[:r] = (vt[:r].T * np.sqrt(s[:r])).T
+                attn.qkv.weight[rq] = torch.from_numpy(fq[:, :-1]).float()
+                attn.qkv.weight[rk] = torch.from_numpy(fk[:, :-1]).float()
+                if attn.qkv.bias is not None:
+                    attn.qkv.bias[rq] = torch.from_numpy(fq[:, -1]).float()
+                    attn.qkv.bias[rk] = torch.from_numpy(fk[:, -1]).float()
+    return ref
 
 
 @pytest.mark.parametrize("bias", [True, False])
-def test_truncation_at_full_rank_leaves_the_output_unchanged(bias):
-    model, x = tiny(bias=bias), tokens()
-    with torch.no_grad():
-        before = model(x)
-        after = red.truncate_qk(model, model.cfg.head_dim)(x)
-    torch.testing.assert_close(after, before, atol=1e-5, rtol=1e-5)
+def test_full_rank_reduction_is_the_same_model(bias):
+    model = _model(bias=bias)
+    x = torch.randint(0, 11, (3, 12))
+    assert torch.equal(pts.reduce_model(model, 6)(x), model(x))
+    assert torch.equal(pts.reduce_model(model, 9)(x), model(x))
 
 
-@pytest.mark.parametrize("r", [1, 2, 4])
-def test_truncated_bilinear_form_is_the_numpy_best_rank_r_approximation(r):
-    model = tiny()
-    small = red.truncate_qk(model, r)
-    for attn, cut in zip(model.attentions, small.attentions):
+@pytest.mark.parametrize("r", [1, 2, 5])
+@pytest.mark.parametrize("causal", [True, False])
+def test_reduced_model_computes_the_numpy_truncation_at_width_r(r, causal):
+    model = _model(causal=causal)
+    x = torch.randint(0, 11, (4, 12))
+    small = pts.reduce_model(model, r)
+    assert small.cfg.head_dim == r and small.cfg.value_dim == 4
+    assert torch.allclose(small(x), _padded_reference(model, r)(x), atol=2e-5)
+    for attn in small.attentions:
         for head in range(attn.n_heads):
-            m = red.bilinear(attn, head).numpy()
-            u, s, vt = np.linalg.svd(m)
-            expected = (u[:, :r] * s[:r]) @ vt[:r]
-            got = red.bilinear(cut, head).numpy()
-            np.testing.assert_allclose(got, expected, atol=1e-5)
-            assert np.linalg.matrix_rank(got, tol=1e-6 * s[0]) == r
+            assert np.linalg.matrix_rank(pts.bilinear(attn, head).numpy(), tol=1e-9) <= r
 
 
-def test_truncation_does_not_touch_the_original_or_the_values():
-    model = tiny()
-    weights = {k: v.clone() for k, v in model.state_dict().items()}
-    small = red.truncate_qk(model, 1)
-    for key, value in model.state_dict().items():
-        assert torch.equal(value, weights[key])
-    for attn, cut in zip(model.attentions, small.attentions):
-        h, d = attn.n_heads, attn.d_head
-        torch.testing.assert_close(cut.qkv.weight[2 * h * d:], attn.qkv.weight[2 * h * d:])
+def test_reduction_keeps_the_original_and_the_value_path():
+    model = _model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    small = pts.reduce_model(model, 2)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    for big, little in zip(model.attentions, small.attentions):
+        assert torch.equal(little.qkv.weight[2 * 2 * 2:], big.qkv.weight[2 * 2 * 6:])  # value rows
+        assert torch.equal(little.out.weight, big.out.weight)
+    assert pts.qk_parameters(small) == 2 * 2 * 2 * 2 * 17 and pts.qk_parameters(model) == 2 * 2 * 2 * 6 * 17
+    with pytest.raises(ValueError, match="positive integer"):
+        pts.reduce_model(model, 0)
 
 
-def test_qk_parameter_count():
-    model = tiny(d_head=6)
-    assert red.qk_parameters(model) == 2 * 2 * 2 * 6 * 17
-    assert red.qk_parameters(model, 2) == 2 * 2 * 2 * 2 * 17
+def test_energy_rank_matches_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        sigma = np.sort(rng.exponential(size=7))[::-1]
+        share = np.cumsum(sigma**2) / np.sum(sigma**2)
+        expected = int(np.argmax(share >= 0.9 - 1e-12)) + 1
+        assert int(pts.energy_rank(torch.from_numpy(sigma.copy()))) == expected
+    assert int(pts.energy_rank(torch.tensor([1.0, 0.0, 0.0]))) == 1
+    assert int(pts.energy_rank(torch.ones(10))) == 9  # 9 of 10 equal values hold exactly 90 %
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention_rank_limit_at_n_is_a_no_op_and_is_removed(causal):
-    model, x = tiny(causal=causal), tokens()
-    with torch.no_grad():
-        before = model(x)
-        with red.limit_attention_rank(model, x.shape[1]):
-            during = model(x)
-        after = model(x)
-    torch.testing.assert_close(during, before, atol=1e-5, rtol=1e-5)
-    assert torch.equal(after, before)
-    assert all("probabilities" not in attn.__dict__ and attn.path == "fast" for attn in model.attentions)
+def test_smallest_within_and_reference_of_fine_tuned_rows():
+    assert ch.smallest_within([4, 1, 2], [1.0, 1.5, 1.005], 1.0) == 2
+    assert math.isnan(ch.smallest_within([1, 2], [2.0, 1.5], 1.0))
+    rows = pd.DataFrame({"stage": "finetuned", "seed": [0, 0, 1, 1], "r": [1, 4, 1, 4],
+                         "test_loss": [1.2, 1.0, 1.3, 1.1], "base_loss": [1.5] * 4})
+    assert ch.reference_loss(rows).tolist() == [1.0, 1.0, 1.1, 1.1]  # the fine-tuned control, not the base
 
 
-def test_attention_rank_limit_gives_rank_r_matrices():
-    model, x = tiny(), tokens()
-    with red.limit_attention_rank(model, 3), torch.no_grad(), capture.capture(model) as cap:
-        model(x)
-    probs = cap.probs  # (layer, batch, head, n, n)
-    assert int(rank.numerical_rank(probs, rtol=1e-6).max()) == 3
+def _comp(losses, base=1.0, stage="truncated", seeds=3):
+    rows = []
+    for s in range(seeds):
+        for r, loss in losses.items():
+            rows.append({"domain": "bbc", "n": 64, "stage": stage, "seed": s, "r": r, "test_loss": loss + 0.001 * s,
+                         "base_loss": base + 0.001 * s, "test_accuracy": 0.5, "steps": 0})
+    return pd.DataFrame(rows)
 
 
-def test_causal_rank_limit_keeps_the_mask():
-    model, x = tiny(causal=True), tokens()
-    with red.limit_attention_rank(model, 2), torch.no_grad(), capture.capture(model) as cap:
-        model(x)
-    assert float(cap.probs.triu(1).abs().max()) == 0.0
+def test_smallest_r_table_from_constructed_losses():
+    table = ch.smallest_r_table(_comp({1: 1.2, 2: 1.02, 3: 1.009, 4: 1.0}))
+    row = table.iloc[0]
+    assert row.smallest_r == 3 and row.seed_low == 3 and row.seed_high == 3
+    assert row.rank1_increase == pytest.approx(0.2)
 
 
-def test_low_rank_matches_numpy():
-    a = torch.rand(7, 7, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    u, s, vt = np.linalg.svd(a.numpy())
-    np.testing.assert_allclose(red.low_rank(a, 2, causal=False).numpy(), (u[:, :2] * s[:2]) @ vt[:2], atol=1e-12)
+@pytest.mark.parametrize("a, b, seeds, outcome", [
+    (1.0, 1.5, 3, "compressed"), (1.5, 1.0, 3, "scratch"), (1.0, 1.01, 3, "indistinguishable"),
+    (1.0, 1.5, 2, "untestable")])
+def test_better_outcome(a, b, seeds, outcome):
+    assert ch.better_outcome(a, 0.02, b, 0.02, seeds) == outcome
 
 
-def test_zero_logit_scale_is_uniform_attention_and_scale_one_is_a_no_op():
-    model, x = tiny(), tokens()
-    with torch.no_grad():
-        before = model(x)
-        with red.scale_logits(model, 1.0):
-            same = model(x)
-        with red.scale_logits(model, 0.0), capture.capture(model) as cap:
-            model(x)
-        after = model(x)
-    torch.testing.assert_close(same, before, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(cap.probs, torch.full_like(cap.probs, 1 / x.shape[1]))
-    assert torch.equal(after, before)
+def test_scaling_fits_recover_c_and_decide_only_with_three_n():
+    n = np.array([16, 64, 256, 1024])
+    frame = pd.DataFrame({"n": n, "smallest_r": 2.0 * np.log(n)})
+    fit = ch.scaling_fits(frame)
+    assert fit["c_log"] == pytest.approx(2.0) and fit["rmse_log"] == pytest.approx(0, abs=1e-9)
+    assert fit["decides"] and ch.scaling_verdict(fit).outcome == "log"
+    assert not ch.scaling_fits(frame.iloc[:2])["decides"]
+    assert ch.scaling_verdict(ch.scaling_fits(frame.iloc[:2])).outcome == "untestable"
 
 
-def test_rank_levels():
-    assert red.rank_levels(16) == [1, 2, 4, 8, 16]
-    assert red.rank_levels(49) == [1, 2, 4, 8, 16, 32, 49]
+def test_rule_verdict_outcomes():
+    table = ch.smallest_r_table(pd.concat([_comp({1: 1.005, 2: 1.0}), _comp({1: 1.3, 2: 1.0}).assign(n=128)]))
+    share = {("bbc", 64): 0.5, ("bbc", 128): 0.5}
+    assert ch.rule_verdict(table, {("bbc", 64)}, share).outcome == "supported"
+    withdrawn = ch.rule_verdict(table, {("bbc", 64), ("bbc", 128)}, share)
+    assert withdrawn.outcome == "withdrawn" and "1 of 2 settings" in withdrawn.sentence
+    assert ch.rule_verdict(table, set(), share).outcome == "untestable"
