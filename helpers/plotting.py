@@ -188,3 +188,11 @@ def broken_equation(lhs: str, expr, terms_per_line: int = 3) -> str:
     lines = [" + ".join(terms[i:i + terms_per_line]) for i in range(0, len(terms), terms_per_line)]
     body = r" \\ &\quad + ".join(lines).replace("+ -", "- ")
     return rf"\begin{{aligned}} {lhs} &= {body} \end{{aligned}}"
+
+
+def show_step(lhs: str, expression, relation: str = "=") -> None:
+    """Display one derivation step, `lhs relation expression`, as typeset maths in the notebook (sympy to LaTeX)."""
+    import sympy as sp
+    from IPython.display import Math, display
+
+    display(Math(f"{lhs} {relation} {sp.latex(expression)}"))

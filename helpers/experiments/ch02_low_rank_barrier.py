@@ -115,14 +115,6 @@ def concentration_verdict(coverage: float, delta: float) -> Verdict:
 
 
 # ------------------------------------------------------------------------------------------------ the chapter
-def show_step(lhs: str, expression, relation: str = "=") -> None:
-    """Display one derivation step, `lhs relation expression`, as typeset maths in the notebook (sympy to LaTeX)."""
-    import sympy as sp
-    from IPython.display import Math, display
-
-    display(Math(f"{lhs} {relation} {sp.latex(expression)}"))
-
-
 def summarise(df: pd.DataFrame, bound_of_n) -> pd.DataFrame:
     """Per (model, n, d_head): mean rank / n with a 95% normal CI, variance with its standard error, ratio to bound."""
     rows = []

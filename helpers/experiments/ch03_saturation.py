@@ -1,72 +1,23 @@
-"""Chapter 3 (where the rank saturates): rank against d_h, hull vertices, knees and their fits.
+"""Chapter 3 (where the rank saturates): rank against d_h, hull vertices, knees, their fits and the verdicts.
 
-Random heads here use i.i.d. standard Gaussian queries and keys, q, k ~ N(0, I_{d_h}). For hardmax this
-is exactly the orthonormal-input model of chapter 2 (X W with orthonormal rows X and Gaussian W has
-i.i.d. Gaussian entries); for softmax it is the scale of LayerNorm-ed tokens with 1/sqrt(d_model)
-weights, and the temperature is T = sqrt(d_h), so the logits have unit variance for every d_h.
+The grid points (`hardmax_point`, `softmax_point`, `hull_point`) live in `ch03_saturation_points`, so that edits here
+(the analysis, verdict rules and sentences) keep the cached sweeps. `analyse(P)` runs the sweeps and turns them into
+the chapter's `ChapterResult`.
 """
 
 import math
 
 import numpy as np
-import torch
+import pandas as pd
 
-from .. import geometry, rank, seeding
+from .. import english, parameters, seeding, theory
+from ..results import ChapterResult, Verdict
 from ..saturation import bootstrap_saturation, saturation_point
+from . import run_sweep
+from .ch03_saturation_points import KEY_KINDS, hardmax_point, hull_point, softmax_point  # noqa: F401
 
-KEY_KINDS = ("gaussian", "sphere")
 FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
-TRIALS_REFERENCE_N = 256  # `trials` matrices per point from this n up, proportionally more below (as in chapter 02)
-
-
-def _keys_queries(n, d_head, count, keys, gen):
-    q = torch.randn(count, n, d_head, generator=gen, dtype=torch.float64)
-    k = torch.randn(count, n, d_head, generator=gen, dtype=torch.float64)
-    if keys == "sphere":
-        k = k / k.norm(dim=-1, keepdim=True)
-    return q, k
-
-
-def hardmax_point(n: int, d_head: int, keys: str, trials: int, seed: int) -> list[dict]:
-    """Hardmax rank of random heads (Gaussian queries; Gaussian or unit-sphere keys), one row per matrix."""
-    if keys not in KEY_KINDS:
-        raise ValueError(f"keys must be one of {KEY_KINDS}; got {keys!r}")
-    gen = seeding.torch_generator(seeding.derive_seed(seed, "sat_hardmax", n, d_head, keys))
-    count = seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
-    per_chunk = max(1, 2**22 // (n * max(n, d_head)))
-    ranks = []
-    done = 0
-    while done < count:
-        size = min(per_chunk, count - done)
-        q, k = _keys_queries(n, d_head, size, keys, gen)
-        ranks.extend(rank.hardmax_rank(q @ k.transpose(-1, -2)).tolist())  # (size,)
-        done += size
-    return [{"trial": i, "rank": float(r)} for i, r in enumerate(ranks)]
-
-
-def softmax_point(n: int, d_head: int, trials: int, rtol: float, seed: int) -> list[dict]:
-    """Softmax at T = sqrt(d_h) with Gaussian q, k: numerical rank (rtol), effective and hardmax rank per matrix."""
-    gen = seeding.torch_generator(seeding.derive_seed(seed, "sat_softmax", n, d_head))
-    count = seeding.trials_for(n, trials, reference_n=TRIALS_REFERENCE_N, minimum=trials)
-    q, k = _keys_queries(n, d_head, count, "gaussian", gen)
-    logits = q @ k.transpose(-1, -2) / math.sqrt(d_head)  # (count, n, n), unit-variance logits
-    probs = torch.softmax(logits, dim=-1)
-    ranks = rank.measures(probs, ("numerical", "effective", "hardmax"), (rtol,))
-    numerical = ranks[rank.label("numerical", rtol)]
-    return [{"trial": i, "numerical": float(numerical[i]), "effective": float(ranks["effective"][i]),
-             "hardmax": float(ranks["hardmax"][i])} for i in range(count)]
-
-
-def hull_point(n: int, d: int, trials: int, seed: int) -> list[dict]:
-    """Hull vertices of n standard Gaussian points in R^d (exact LP test), and their norm spread."""
-    rng = seeding.numpy_generator(seeding.derive_seed(seed, "sat_hull", n, d))
-    rows = []
-    for i in range(trials):
-        points = rng.standard_normal((n, d))
-        mask, stats = geometry.hull_vertex_mask(points, rng=rng, return_stats=True)
-        rows.append({"trial": i, "vertices": int(mask.sum()), "fraction": float(mask.mean()),
-                     "lp_calls": stats["lp_small"] + stats["lp_full"], **geometry.key_norm_stats(points)})
-    return rows
+FORM_WORDS = {"a + b log n": "linear in log n", "a + b (log n)^2": "quadratic in log n", "c n^alpha": "a power of n"}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -74,7 +25,7 @@ def hull_point(n: int, d: int, trials: int, seed: int) -> list[dict]:
 # ------------------------------------------------------------------------------------------------
 
 
-def knees_from_trials(df, value: str, reference, levels: dict, bootstrap: int = 0, seed: int = 0):
+def knees_from_trials(df, value: str, reference, levels: dict, bootstrap: int = 0, seed: int = 0) -> pd.DataFrame:
     """Knees per n for each named level, from per-trial rows (columns n, d_head, trial, value).
 
     The knee at `level` is the book's saturation point (`helpers.saturation`) of the mean curve over d_head:
@@ -82,8 +33,6 @@ def knees_from_trials(df, value: str, reference, levels: dict, bootstrap: int = 
     `reference`: the plateau, a dict {n: number} (a bound known in advance) or "last" (the mean at the largest
     d_h). With `bootstrap > 0`, trials are resampled within each (n, d_head) point for a 95% interval.
     """
-    import pandas as pd
-
     rows = []
     for n, part in df.groupby("n"):
         groups = {d: g[value].to_numpy() for d, g in part.groupby("d_head")}
@@ -151,25 +100,195 @@ def log_slope_trend(n_values, knees) -> float:
     return float(last / first) if first > 0 else float("nan")
 
 
+# ------------------------------------------------------------------------------------------------ verdict rules
 LOG_FORM = "a + b log n"
 TREND_FASTER = 1.3  # a slope in log n that grows by more than this factor across the range is not a + b log n
+HULL_Z = 3.0        # the hull fraction may fall this many binomial standard errors below the lower bound (MC error)
 
 
-def growth_verdict(fits: list[dict], trend: float) -> str:
-    """How knee(n) grows, in words, from `fit_knee_scaling` rows and the `log_slope_trend`.
+def growth_verdict(fits: list[dict], trend) -> Verdict:
+    """How knee(n) grows, from `fit_knee_scaling` rows and the `log_slope_trend`: outcome "faster", "log" or
+    "untestable".
 
-    Faster than logarithmic when another form fits better (lower RMS log error) than a + b log n,
-    or when the slope in log n grows by more than TREND_FASTER across the range.
+    Faster than logarithmic when another form fits better (lower RMS log error) than a + b log n, or when the
+    slope in log n grows by more than TREND_FASTER across the range.
     """
     trend = float("nan") if trend is None else float(trend)
     judged = [f for f in fits if f["form"] in FIT_FORMS and f["rms_log"] is not None and not np.isnan(f["rms_log"])]
+    rule = (f"faster than logarithmic when {FORM_WORDS[LOG_FORM]} is not the best form by RMS log error, or the "
+            f"slope in log n grows by more than a factor {TREND_FASTER:g} across the range")
     if not judged:
-        return "cannot be judged (fewer than three knees on the grid)"
+        return Verdict("untestable", "cannot be judged (fewer than three knees on the grid)", rule,
+                       {"points": 0, "trend": None})
     best = min(judged, key=lambda f: f["rms_log"])["form"]
+    evidence = {"best_form": best, "trend": None if np.isnan(trend) else trend, "points": judged[0].get("points"),
+                "rms_log": {f["form"]: f["rms_log"] for f in judged}}
     trend_text = ("too few knees to measure how the slope changes" if np.isnan(trend) else
-                  f"the slope in log n changes by a factor {trend:.2f} across the range")
+                  f"the slope in log n changes by a factor {english.number(trend, 3)} across the range")
     if best != LOG_FORM or (not np.isnan(trend) and trend > TREND_FASTER):
-        return (f"grows faster than a + b log n (best of the three forms by RMS log error: {best}; {trend_text}), "
-                "so the data support the lower bound Ω(log n) but not Θ(log n)")
-    return (f"is consistent with Θ(log n) on this grid (best form by RMS log error: {best}; {trend_text}); "
-            "with few n values this cannot exclude faster growth")
+        return Verdict("faster", f"grows faster than linearly in log n (the best of the three forms by RMS log error "
+                       f"is {FORM_WORDS[best]}, and {trend_text}), so the data support the paper's lower bound of order "
+                       "log n but not growth of that order", rule, evidence)
+    return Verdict("log", f"is consistent with growth of order log n on this grid (the best form by RMS log error is "
+                   f"{FORM_WORDS[best]}, and {trend_text}); with few values of n this cannot exclude faster growth",
+                   rule, evidence)
+
+
+def hull_bound_verdict(hull_mean: pd.DataFrame, trials: int, z: float = HULL_Z) -> Verdict:
+    """Whether the measured hull-vertex fraction respects the own-direction lower bound at every (n, d) point,
+    within `z` binomial standard errors of the n * trials keys counted. Columns: n, d, fraction, lower_bound."""
+    lb = hull_mean.lower_bound.to_numpy()
+    se = np.sqrt(lb * (1 - lb) / (hull_mean.n.to_numpy() * trials))
+    ok = hull_mean.fraction.to_numpy() >= lb - z * se - 1e-9
+    total, held = len(ok), int(ok.sum())
+    rule = f"the vertex fraction is at least the lower bound minus {z:g} binomial standard errors"
+    evidence = {"held": held, "points": total, "z": z}
+    if held == total:
+        return Verdict("holds", "at every point", rule, evidence)
+    return Verdict("fails", f"at only {english.count_of(held, total, 'point')}", rule, evidence)
+
+
+# ------------------------------------------------------------------------------------------------ the chapter
+DEFAULTS = {"N_VALUES": ([16, 64, 256], [16, 32, 64, 128, 256, 512, 1024]),
+            "D_HEADS": ([2**k for k in range(11)],
+                        [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048]),
+            "TRIALS": (4, 8), "SVD_TRIALS": (1, 2), "HULL_N_VALUES": ([16, 64], [16, 64, 256]),
+            "HULL_DIMS": ([1, 2, 3, 4, 6, 8], [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]), "HULL_TRIALS": (2, 3),
+            "BOOTSTRAP": (40, 100)}   # (quick, full); BOOTSTRAP: resamples of the knee intervals (not a parameter)
+GAUSS, SPHERE = "hardmax, gaussian keys", "hardmax, sphere keys"
+SERIES = (GAUSS, SPHERE, "softmax, numerical rank", "softmax, effective rank")
+MODEL_FROM_DH = 16   # the norm-bias model's error is measured from this d_h up (it is an asymptotic model)
+SPHERE_FROM_DH = 8   # the sphere-key ratio is quoted at the first grid d_h from this one up
+
+
+def resolve(P):
+    """Fill the mode defaults of `P` (recorded as resolved) and check the constraints that link parameters."""
+    for name, (quick, full) in DEFAULTS.items():
+        value = P.mode_default(name, quick=quick, full=full) if name in P else parameters.by_mode(P.MODE, quick, full)
+        P[name] = sorted(value) if isinstance(value, list) else value
+    parameters.require(P.TIGHT > P.LOOSE, "TIGHT", P.TIGHT, f"a number above LOOSE = {P.LOOSE}")
+    return P
+
+
+def analyse(P) -> ChapterResult:
+    """Run every sweep of the chapter for resolved parameters `P` and return its frames, quotes and verdicts."""
+    result = ChapterResult()
+    for name, value in [("n_min", min(P.N_VALUES)), ("n_max", max(P.N_VALUES)), ("d_min", min(P.D_HEADS)),
+                        ("d_max", max(P.D_HEADS))]:
+        result.quote(f"ch3_{name}", int(value), "d")
+    result.quote("ch3_loose_pct", 100 * P.LOOSE, digits=3)
+    result.quote("ch3_tight_pct", 100 * (1 - P.TIGHT), digits=3)
+    result.quote("ch3_rtol", P.RTOL, digits=2)
+    _d1(P, result)
+    _hull(P, result)
+    _curves(P, result)
+    _knees(P, result)
+    _fits(P, result)
+    return result.done()
+
+
+def _d1(P, result) -> None:
+    d1 = run_sweep("ch3_d1", hardmax_point, [{"n": n, "d_head": 1, "keys": "gaussian", "trials": 4 * P.TRIALS}
+                                             for n in P.N_VALUES], seeds=[P.SEED])
+    result.quote("ch3_d1_max", int(d1["rank"].max()), "d")
+    result.quote("ch3_d1_count", int(len(d1)), "d")
+    result.frames["d1_max_rank_by_n"] = d1.groupby("n")["rank"].max().to_dict()
+
+
+def _hull(P, result) -> None:
+    hull = run_sweep("ch3_hull", hull_point, [{"n": n, "d": d, "trials": P.HULL_TRIALS} for n in P.HULL_N_VALUES
+                                              for d in P.HULL_DIMS], seeds=[P.SEED])
+    mean = hull.groupby(["n", "d"]).agg(fraction=("fraction", "mean"), vertices=("vertices", "mean"),
+                                        rel_std=("norm_rel_std", "mean"), lp_calls=("lp_calls", "sum")).reset_index()
+    mean["lower_bound"] = [theory.vertex_probability_lower_bound(int(n), int(d)) for n, d in zip(mean.n, mean.d)]
+    result.frames["hull"] = mean
+    result.data["hull_raw"] = hull
+    result.verdict("ch3_hull_bound_ok", hull_bound_verdict(mean, P.HULL_TRIALS))
+    result.quote("ch3_hull_lp_calls", int(mean.lp_calls.sum()), "d")
+    n_big = max(P.HULL_N_VALUES)
+    row2 = mean[(mean.n == n_big) & (mean.d == 2)]
+    result.quote("ch3_hull_d2_count", float(row2.vertices.iloc[0]) if len(row2) else "(not measured)",
+                 ".1f" if len(row2) else "")
+    result.quote("ch3_hull_d2_asym", 2 * math.sqrt(2 * math.pi * math.log(n_big)), ".1f")
+    result.quote("ch3_hull_nbig", int(n_big), "d")
+    full_at = mean[(mean.n == n_big) & (mean.fraction >= 0.99)].d
+    result.quote("ch3_hull_d99", str(int(full_at.min())) if len(full_at) else f"above {max(P.HULL_DIMS)}")
+    result.quote("ch3_hull_crit_nbig", theory.hull_critical_dh(n_big, 0.01), ".1f")
+
+
+def _curves(P, result) -> None:
+    hard = run_sweep("ch3_hardmax", hardmax_point, [{"n": n, "d_head": d, "keys": k, "trials": P.TRIALS}
+                                                    for k in KEY_KINDS for n in P.N_VALUES for d in P.D_HEADS],
+                     seeds=[P.SEED])
+    soft = run_sweep("ch3_softmax", softmax_point, [{"n": n, "d_head": d, "trials": P.SVD_TRIALS, "rtol": P.RTOL}
+                                                    for n in P.N_VALUES for d in P.D_HEADS], seeds=[P.SEED])
+    bound = {n: theory.expected_hardmax_rank(int(n)) for n in P.N_VALUES}
+    rows = []
+    for keys, part in hard.groupby("keys"):
+        for (n, d), g in part.groupby(["n", "d_head"]):
+            rows.append({"series": f"hardmax, {keys} keys", "n": n, "d_head": d, "mean": g["rank"].mean(),
+                         "plateau": bound[n]})
+    for measure in ("numerical", "effective"):
+        for n, part in soft.groupby("n"):
+            means = part.groupby("d_head")[measure].mean()
+            rows.extend({"series": f"softmax, {measure} rank", "n": n, "d_head": d, "mean": m,
+                         "plateau": means[max(P.D_HEADS)]} for d, m in means.items())
+    curves = pd.DataFrame(rows)
+    curves["ratio"] = curves["mean"] / curves["plateau"]
+    curves["predicted"] = [theory.norm_bias_fraction(int(n), int(d)) if s == GAUSS else np.nan
+                           for s, n, d in zip(curves.series, curves.n, curves.d_head)]
+    result.frames["rank_vs_dh"] = curves
+    result.data.update(hard=hard, soft=soft, bound=bound)
+    gk = curves[(curves.series == GAUSS) & (curves.d_head >= MODEL_FROM_DH)]
+    result.quote("ch3_pred_mae", float(np.mean(np.abs(gk.ratio - gk.predicted))), ".3f")
+    d_sphere = min([d for d in P.D_HEADS if d >= SPHERE_FROM_DH] or [max(P.D_HEADS)])
+    result.quote("ch3_sphere_d8", int(d_sphere), "d")
+    result.quote("ch3_sphere_min_ratio_d8", float(curves[(curves.series == SPHERE) & (curves.d_head == d_sphere)]
+                                                  .ratio.min()), ".3f")
+
+
+def _knees(P, result) -> None:
+    levels = {"loose": P.LOOSE, "tight": P.TIGHT}
+    hard, soft, bound = result.data["hard"], result.data["soft"], result.data["bound"]
+    tables = [knees_from_trials(hard[hard["keys"] == keys], "rank", bound, levels, bootstrap=P.BOOTSTRAP,
+                                seed=P.SEED).assign(series=f"hardmax, {keys} keys") for keys in KEY_KINDS]
+    tables += [knees_from_trials(soft, measure, "last", levels).assign(series=f"softmax, {measure} rank")
+               for measure in ("numerical", "effective")]
+    knees = pd.concat(tables, ignore_index=True)
+    for column, critical in (("predicted_norm", theory.norm_critical_dh), ("predicted_hull", theory.hull_critical_dh)):
+        knees[column] = [critical(int(n), 1 - lv) if s == GAUSS else np.nan
+                         for s, n, lv in zip(knees.series, knees.n, knees.level)]
+    result.frames["knees"] = knees
+    table = knees.pivot_table(index=["n", "definition"], columns="series", values="knee", dropna=False)
+    result.data["knee_table"] = table.reindex(columns=list(SERIES)).rename(columns=lambda s: s.replace(", ", ": "))
+    gauss = knees[(knees.series == GAUSS) & (knees.definition == "loose")].sort_values("n")
+    result.quote("ch3_knee_nmin", float(gauss.knee.iloc[0]), digits=2)
+    result.quote("ch3_knee_nmax", float(gauss.knee.iloc[-1]), digits=2)
+
+
+def _fits(P, result) -> None:
+    knees, rows = result.frames["knees"], []
+    for (name, definition), part in knees.groupby(["series", "definition"]):
+        rows.extend({"series": name, "definition": definition, **f} for f in fit_knee_scaling(part.n, part.knee))
+        rows.append({"series": name, "definition": definition, "form": "slope trend",
+                     "a": log_slope_trend(part.n, part.knee), "b": None, "r2": None, "rms_log": None,
+                     "points": int(part.knee.notna().sum())})
+    fits = pd.DataFrame(rows)
+    result.frames["knee_fits"] = fits
+    shown = fits[(fits.series == GAUSS) & fits.form.isin(FIT_FORMS)]
+    result.data["fit_table"] = pd.DataFrame({
+        "knee": shown.definition, "form": shown.form.map(FORM_WORDS), "a (or c)": shown.a.astype(float),
+        "b (or α)": shown.b.astype(float), "R²": shown.r2.astype(float),
+        "RMS log error": shown.rms_log.astype(float).replace(np.inf, np.nan)}).set_index(["knee", "form"])
+    for definition in ("loose", "tight"):
+        part = fits[(fits.series == GAUSS) & (fits.definition == definition)]
+        trend = part[part.form == "slope trend"].a.iloc[0]
+        result.quote(f"ch3_{definition}_trend", trend, ".2f")
+        result.verdict(f"ch3_verdict_{definition}", growth_verdict(part.to_dict(orient="records"), trend))
+        gk = knees[(knees.series == GAUSS) & (knees.definition == definition)]
+        result.quote(f"ch3_{definition}_points", int(gk.knee.notna().sum()), "d")
+        for key, column, fmt in (("norm", "predicted_norm", ".2f"), ("hull", "predicted_hull", ".1f")):
+            ratio = (gk.knee / gk[column]).dropna()
+            result.quote(f"ch3_{definition}_vs_{key}", float(ratio.median()) if len(ratio) else None, fmt)
+        sphere = knees[(knees.series == SPHERE) & (knees.definition == definition)].knee
+        result.quote(f"ch3_{definition}_sphere_range", english.span(sphere.min(), sphere.max(), 3))

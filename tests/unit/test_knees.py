@@ -50,25 +50,26 @@ def test_knee_beyond_the_grid_is_nan_and_a_saturated_first_point_is_the_first_d(
 
 
 @pytest.mark.parametrize("make_knees, expected, best", [
-    (lambda n: 2.0 + 3.0 * np.log(n), "consistent with Θ(log n)", "a + b log n"),
-    (lambda n: 1.0 + 0.5 * np.log(n) ** 2, "grows faster than a + b log n", "a + b (log n)^2"),
-    (lambda n: 0.8 * n**0.6, "grows faster than a + b log n", "c n^alpha"),
+    (lambda n: 2.0 + 3.0 * np.log(n), "log", "a + b log n"),
+    (lambda n: 1.0 + 0.5 * np.log(n) ** 2, "faster", "a + b (log n)^2"),
+    (lambda n: 0.8 * n**0.6, "faster", "c n^alpha"),
 ])
 def test_growth_verdict_names_the_form_the_knees_were_made_from(make_knees, expected, best):
     n = np.array([16, 32, 64, 128, 256, 512, 1024], dtype=float)
     knees = make_knees(n)
     verdict = ch03_saturation.growth_verdict(ch03_saturation.fit_knee_scaling(n, knees), ch03_saturation.log_slope_trend(n, knees))
-    assert expected in verdict and f"RMS log error: {best}" in verdict
+    assert verdict.outcome == expected and verdict.evidence["best_form"] == best
+    assert f"RMS log error is {ch03_saturation.FORM_WORDS[best]}" in verdict.sentence
 
 
 def test_growth_verdict_calls_a_growing_log_slope_faster_even_when_the_log_form_fits_best():
     fits = [{"form": "a + b log n", "rms_log": 0.01}, {"form": "a + b (log n)^2", "rms_log": 0.02},
             {"form": "c n^alpha", "rms_log": 0.03}]
-    assert "grows faster" in ch03_saturation.growth_verdict(fits, 1.5)
-    assert "consistent with" in ch03_saturation.growth_verdict(fits, 1.1)
-    assert "too few knees" in ch03_saturation.growth_verdict(fits, float("nan"))
+    assert ch03_saturation.growth_verdict(fits, 1.5).outcome == "faster"
+    assert ch03_saturation.growth_verdict(fits, 1.1).outcome == "log"
+    assert "too few knees" in ch03_saturation.growth_verdict(fits, float("nan")).sentence
 
 
 def test_growth_verdict_with_too_few_knees():
     fits = ch03_saturation.fit_knee_scaling([16, 32], [3.0, 4.0])
-    assert ch03_saturation.growth_verdict(fits, None).startswith("cannot be judged")
+    assert ch03_saturation.growth_verdict(fits, None).sentence.startswith("cannot be judged")

@@ -1,0 +1,99 @@
+"""Chapter 03's analyse(P) at tiny sizes, and every verdict rule on inputs built for each outcome."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import theory
+from helpers.experiments import ch03_saturation as chapter
+from helpers.parameters import ParameterError
+
+from chapter_pattern import analyse_in_private_store, assert_notebook_follows_the_pattern, resolved_params
+
+
+def tiny_params(**overrides):
+    tiny = dict(N_VALUES=[8, 16, 32, 64], D_HEADS=[1, 2, 4, 8, 16, 64], TRIALS=2, SVD_TRIALS=1, RTOL=1e-3,
+                LOOSE=0.9, TIGHT=0.98, HULL_N_VALUES=[16], HULL_DIMS=[1, 2, 4], HULL_TRIALS=1, SCHEDULER=None)
+    return resolved_params(chapter, **{**tiny, **overrides})
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    return analyse_in_private_store(tmp_path_factory, chapter.analyse, tiny_params())
+
+
+def test_analyse_quotes_every_number_the_prose_pastes(result):
+    assert_notebook_follows_the_pattern("03_saturation", result)
+
+
+def test_analyse_numbers_agree_with_their_frames_and_closed_forms(result):
+    q = {k: v.value for k, v in result.quotes.items()}
+    assert q["ch3_d1_max"] <= 2, "d_h = 1: each row picks the largest or the smallest key"
+    assert q["ch3_hull_d2_asym"] == pytest.approx(2 * math.sqrt(2 * math.pi * math.log(16)))
+    hull = result.frames["hull"]
+    assert hull.loc[hull.d == 1, "fraction"].iloc[0] == pytest.approx(2 / 16), "points on a line: two vertices"
+    curves = result.frames["rank_vs_dh"]
+    gauss = curves[curves.series == chapter.GAUSS]
+    assert (gauss.plateau == gauss.n.map(lambda n: theory.expected_hardmax_rank(int(n)))).all()
+    assert q["ch3_pred_mae"] == pytest.approx(np.mean(np.abs((gauss.ratio - gauss.predicted)[gauss.d_head >= 16])))
+    knees = result.frames["knees"]
+    assert set(knees.series) == set(chapter.SERIES) and len(knees) == 4 * 4 * 2      # series x n x definitions
+    loose = knees[(knees.series == chapter.GAUSS) & (knees.definition == "loose")].sort_values("n")
+    assert q["ch3_knee_nmin"] == loose.knee.iloc[0] and q["ch3_knee_nmax"] == loose.knee.iloc[-1]
+    assert q["ch3_loose_points"] == loose.knee.notna().sum()
+    assert result.verdicts["ch3_verdict_loose"].outcome in {"faster", "log", "untestable"}
+    assert result.data["fit_table"].shape == (6, 4)
+    assert np.isfinite(result.data["fit_table"].fillna(0).to_numpy()).all(), "no inf cell in the table"
+
+
+def test_resolve_checks_linked_parameters_before_any_work():
+    with pytest.raises(ParameterError, match="TIGHT"):
+        tiny_params(LOOSE=0.95, TIGHT=0.9)
+
+
+def fit_rows(best: str):
+    """fit_knee_scaling-like rows where `best` has the lowest RMS log error."""
+    return [{"form": f, "points": 5, "a": 1.0, "b": 1.0, "r2": 0.9, "rms_log": 0.01 if f == best else 0.1}
+            for f in chapter.FIT_FORMS]
+
+
+@pytest.mark.parametrize("best, trend, outcome", [
+    ("a + b log n", 1.0, "log"),                # the log form fits best and the slope is steady
+    ("a + b log n", 1.29, "log"),               # just under the trend threshold
+    ("a + b log n", 1.31, "faster"),            # best form logarithmic, but the slope grows
+    ("c n^alpha", 1.0, "faster"),               # another form fits better
+    ("a + b (log n)^2", float("nan"), "faster"),
+    ("a + b log n", None, "log"),               # too few knees for a trend: judged on the fits alone
+])
+def test_growth_verdict_outcomes(best, trend, outcome):
+    verdict = chapter.growth_verdict(fit_rows(best), trend)
+    assert verdict.outcome == outcome
+    assert chapter.FORM_WORDS[best] in verdict.sentence
+    assert "^" not in verdict.sentence and "(log n)" not in verdict.sentence and "e-0" not in verdict.sentence
+
+
+def test_growth_verdict_without_knees_is_untestable():
+    fits = chapter.fit_knee_scaling([16, 32], [3.0, 4.0])
+    assert chapter.growth_verdict(fits, None).outcome == "untestable"
+
+
+def test_growth_verdict_on_real_fits():
+    n = np.array([16, 32, 64, 128, 256, 512, 1024], dtype=float)
+    for knees, outcome in [(3 + 2 * np.log(n), "log"), (0.5 * n**0.6, "faster")]:
+        fits = chapter.fit_knee_scaling(n, knees)
+        assert chapter.growth_verdict(fits, chapter.log_slope_trend(n, knees)).outcome == outcome
+
+
+def test_hull_bound_verdict_counts_points_below_the_bound():
+    lb = np.array([0.2, 0.5, 0.9])
+    n, trials = 100, 4
+    se = np.sqrt(lb * (1 - lb) / (n * trials))
+    frame = pd.DataFrame({"n": n, "d": [1, 2, 3], "fraction": lb - 2.9 * se, "lower_bound": lb})
+    held = chapter.hull_bound_verdict(frame, trials)
+    assert held.outcome == "holds" and held.sentence == "at every point"
+    frame.loc[1, "fraction"] = lb[1] - 3.1 * se[1]       # one point beyond 3 standard errors below
+    failed = chapter.hull_bound_verdict(frame, trials)
+    assert failed.outcome == "fails" and failed.sentence == "at only 2 of 3 points"
+    assert failed.evidence == {"held": 2, "points": 3, "z": 3.0}
