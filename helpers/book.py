@@ -180,12 +180,12 @@ def figure_names(notebook: Path) -> set[str]:
 
 def parameter_text(value) -> str:
     """A parameter value for the appendix: numbers without e-notation, long lists summarised by their range."""
-    from .ledger import number
+    from .english import number
 
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return repr(value) if isinstance(value, str) else str(value)
     if isinstance(value, (int, float)):
-        return format(value, "g") if value == 0 or 1e-3 <= abs(value) < 1e6 else number(value, 2, plain=True)
+        return format(value, "g") if value == 0 or 1e-3 <= abs(value) < 1e6 else number(value, 2, power=True)
     if isinstance(value, (list, tuple)):
         items = [parameter_text(v) for v in value]
         if len(items) > 6:

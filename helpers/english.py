@@ -2,6 +2,7 @@
 
     number(0.000123)              "0.000123"     (significant digits, never e-notation)
     number(12.0)                  "12"           (integers as integers)
+    number(3.7e-7, 2, power=True) "3.7 × 10⁻⁷"   (tiny or huge values as a power of ten; maths=True: "$3.7 \\times 10^{-7}$")
     plural(1, "seed")             "1 seed";   plural(3, "seed") -> "3 seeds";   plural(2, "axis", "axes") -> "2 axes"
     count_of(3, 12, "condition")  "3 of 12 conditions"
     join(["a", "b", "c"])         "a, b and c";   join([]) -> "none"
@@ -21,10 +22,17 @@ def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def number(value, digits: int = 3) -> str:
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+POSITIONAL = (1e-3, 1e6)   # with power=True, non-integers outside this range of magnitudes get a power of ten
+
+
+def number(value, digits: int = 3, power: bool = False, maths: bool = False) -> str:
     """`value` with `digits` significant digits in positional notation; integers (and whole floats) without decimals.
 
-    Trailing zeros after the decimal point are dropped ("0.5", not "0.500"); NaN or None give "n/a".
+    Trailing zeros after the decimal point are dropped ("0.5", not "0.500"); NaN or None give "n/a". With `power`,
+    a magnitude outside POSITIONAL (except a whole float below 10^6) is a power of ten: Unicode text for
+    {glue:text} ("3.7 × 10⁻⁷"), or with `maths` MyST maths ("$3.7 \\times 10^{-7}$") for a MyST page.
+    This is the book's one number formatter for prose; never e-notation.
     """
     if digits < 1:
         raise ArgumentError("digits", digits, "an integer >= 1")
@@ -41,6 +49,13 @@ def number(value, digits: int = 3) -> str:
         return "infinite" if value > 0 else "minus infinite"
     if value == 0:
         return "0"
+    whole = value == int(value) and abs(value) < POSITIONAL[1]
+    if power and not whole and not POSITIONAL[0] <= abs(value) < POSITIONAL[1]:
+        exponent = math.floor(math.log10(abs(value)))
+        mantissa = f"{value / 10 ** exponent:.{digits - 1}f}"
+        if maths:
+            return f"${mantissa} \\times 10^{{{exponent}}}$"
+        return f"{mantissa} \u00d7 10{str(exponent).translate(_SUPERSCRIPT)}"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
     text = f"{round(value, decimals):.{decimals}f}"
     if "." in text:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths, theory
+from . import english, paths, theory
 
 HOLDS = "holds"
 FAILS = "fails"
@@ -54,25 +54,9 @@ class Row:
     verdict: Verdict
 
 
-_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
-
-
-def number(x: float, digits: int = 2, plain: bool = False) -> str:
-    """A number for prose: `digits` significant digits, integers as integers, tiny or huge values as a power of
-    ten (never e-notation): MyST maths, or with `plain` Unicode text ("3.7 × 10⁻⁷") for {glue:text}."""
-    x = float(x)
-    if math.isnan(x):
-        return "undefined"
-    if x == int(x) and abs(x) < 1e6:
-        return str(int(x))
-    if x != 0 and not 1e-3 <= abs(x) < 1e6:
-        exponent = math.floor(math.log10(abs(x)))
-        mantissa = x / 10 ** exponent
-        if plain:
-            return f"{mantissa:.{max(digits - 1, 0)}f} \u00d7 10{str(exponent).translate(_SUPERSCRIPT)}"
-        return f"${mantissa:.{max(digits - 1, 0)}f} \\times 10^{{{exponent}}}$"
-    decimals = max(digits - 1 - math.floor(math.log10(abs(x))), 0) if x else digits
-    return f"{x:.{decimals}f}"
+def _number(x, digits: int = 2) -> str:
+    """A number on the ledger page (MyST): `english.number` with powers of ten as typeset maths."""
+    return english.number(x, digits, power=True, maths=True)
 
 
 def count(k: int, total: int, noun: str) -> str:
@@ -89,8 +73,8 @@ def _barrier(v: dict) -> Verdict:
     below = [r for r in points if r["ci_low_over_n"] <= r["bound_over_n"]]
     top = max(points, key=lambda r: r["mc_rank_over_n"] / r["bound_over_n"])
     evidence = (f"{count(len(below), len(points), '$(n, d_h)$ point')} have a 95 % interval reaching down to the exact "
-                f"bound $B(n)/n$; closest: mean rank {number(top['mc_rank_over_n'], 3)} $n$ against "
-                f"{number(top['bound_over_n'], 3)} $n$ at $n = {top['n']}$, $d_h = {top['d_head']}$")
+                f"bound $B(n)/n$; closest: mean rank {_number(top['mc_rank_over_n'], 3)} $n$ against "
+                f"{_number(top['bound_over_n'], 3)} $n$ at $n = {top['n']}$, $d_h = {top['d_head']}$")
     return Verdict(HOLDS if len(below) == len(points) else FAILS, evidence)
 
 
@@ -101,8 +85,8 @@ def _barrier_conditions(v: dict) -> Verdict:
     if identity is None or previous is None:
         return Verdict(NOT_RUN, "the identity and previous-token heads were not measured")
     broken = [name for name, r in (("identity", identity), ("previous-token", previous)) if r > barrier]
-    evidence = (f"hardmax rank {number(identity)} (identity head) and {number(previous)} (previous-token head) at "
-                f"$n = {n}$, against the barrier {number(barrier, 3)}")
+    evidence = (f"hardmax rank {_number(identity)} (identity head) and {_number(previous)} (previous-token head) at "
+                f"$n = {n}$, against the barrier {_number(barrier, 3)}")
     # The claim is that the barrier binds every head; it survives only for random heads if a constructed head beats it.
     return Verdict(CONDITIONAL if broken else HOLDS, evidence)
 
@@ -123,7 +107,7 @@ def _saturation_log_n(v: dict) -> Verdict:
     bounded = {key: spread <= 1.5 for key, (spread, _) in spreads.items()}
     low, high = min(s for s, _ in spreads.values()), max(s for s, _ in spreads.values())
     ns = sorted({n for _, points in spreads.values() for n, _ in points})
-    evidence = (f"over $n$ = {ns[0]} to {ns[-1]}, knee$/\\ln n$ changes by a factor {number(low)} to {number(high)} "
+    evidence = (f"over $n$ = {ns[0]} to {ns[-1]}, knee$/\\ln n$ changes by a factor {_number(low)} to {_number(high)} "
                 f"({count(sum(bounded.values()), len(spreads), 'curve')} within a factor 1.5: "
                 f"{', '.join(sorted(s.replace('hardmax, ', '') + ' (' + d + ')' for (s, d), ok in bounded.items() if ok)) or 'none'})")
     if all(bounded.values()):
@@ -135,7 +119,7 @@ def _reduction_init(v: dict) -> Verdict:
     # Chapter 4's hardmax points at initialization against the exact bound; z < 3 counts as below.
     exceed, total = int(v["ch4_hard_exceed"]), int(v["ch4_hard_points"])
     evidence = (f"{count(total - exceed, total, 'point')} at or below the bound; largest excess "
-                f"{number(v['ch4_hard_max_z'])} standard errors (negative: below)")
+                f"{_number(v['ch4_hard_max_z'])} standard errors (negative: below)")
     return Verdict(HOLDS if exceed == 0 else FAILS, evidence)
 
 
@@ -168,7 +152,7 @@ def _trained_synthetic(v: dict) -> Verdict:
     above = [h for h in v["above_ceiling"] if h["hardmax_over_n"] > CH5_CEILING]
     needs = {(c["task"], c["n"]) for c in v["cells"] if c["pattern_hardmax_rank"] > CH5_CEILING * c["n"]}
     forced = [h for h in above if (h["task"], h["n"]) in needs]
-    evidence = f"{count(len(above), total, 'trained head')} above {number(CH5_CEILING)} n by the hardmax rank"
+    evidence = f"{count(len(above), total, 'trained head')} above {_number(CH5_CEILING)} n by the hardmax rank"
     if not above:
         return Verdict(HOLDS, evidence)
     if len(forced) == len(above):
@@ -183,11 +167,11 @@ def _trained_break(v: dict) -> Verdict:
     if reversal is None:
         return Verdict(NOT_RUN, "the reversal task was not trained")
     if reversal["accuracy"] < 0.9:  # the quality bar of chapter 8: the model must solve the task
-        return Verdict(UNTESTABLE, f"reversal models reached only {number(100 * reversal['accuracy'], 2)} % test "
+        return Verdict(UNTESTABLE, f"reversal models reached only {_number(100 * reversal['accuracy'], 2)} % test "
                                    f"accuracy (bar: 90 %)")
     breaking, heads = int(reversal["breaking"]), int(reversal["heads"])
     evidence = (f"{count(breaking, heads, 'reversal head')} above the breaking threshold, largest hardmax rank "
-                f"{number(reversal['max_hardmax_over_n'])} $n$, at {number(100 * reversal['accuracy'], 2)} % accuracy")
+                f"{_number(reversal['max_hardmax_over_n'])} $n$, at {_number(100 * reversal['accuracy'], 2)} % accuracy")
     return Verdict(HOLDS if breaking > 0 else FAILS, evidence)
 
 
@@ -198,8 +182,8 @@ def _temperature(v: dict) -> Verdict:
     n = v["ch8_n"]
     peak = max(rows, key=lambda r: r["rank"])
     barrier = theory.expected_hardmax_rank(n)
-    evidence = (f"peak numerical rank {number(peak['rank'], 3)} at $T/\\sqrt{{d_h}}$ = {number(peak['ratio'])}, "
-                f"against the barrier {number(barrier, 3)} ($n = {n}$)")
+    evidence = (f"peak numerical rank {_number(peak['rank'], 3)} at $T/\\sqrt{{d_h}}$ = {_number(peak['ratio'])}, "
+                f"against the barrier {_number(barrier, 3)} ($n = {n}$)")
     return Verdict(HOLDS if peak["rank"] > barrier else FAILS, evidence)
 
 
@@ -209,7 +193,7 @@ def _causal(v: dict) -> Verdict:
     exact, hardmax = ranks.get(("causal_random", "numerical@1e-08")), ranks.get(("causal_random", "hardmax"))
     if exact is None:
         return Verdict(NOT_RUN, "the causal head was not measured")
-    evidence = f"numerical rank {number(exact)} of $n = {n}$ at tolerance $10^{{-8}}$, hardmax rank {number(hardmax)}"
+    evidence = f"numerical rank {_number(exact)} of $n = {n}$ at tolerance $10^{{-8}}$, hardmax rank {_number(hardmax)}"
     return Verdict(HOLDS if exact == n else FAILS, evidence)
 
 
@@ -219,8 +203,8 @@ def _depth(v: dict) -> Verdict:
     final = [r for r in rows if r["layer"] == last]
     pure = max(r["residual"] for r in final if "res" not in r["arch"])
     skip = min(r["residual"] for r in final if "res" in r["arch"])
-    evidence = (f"after {last} layers the relative residual is at most {number(pure)} without skip connections and "
-                f"at least {number(skip)} with them")
+    evidence = (f"after {last} layers the relative residual is at most {_number(pure)} without skip connections and "
+                f"at least {_number(skip)} with them")
     return Verdict(HOLDS if pure < 1e-3 and skip > 0.1 else FAILS, evidence)
 
 
@@ -240,7 +224,7 @@ def _real_data_barrier(v: dict) -> Verdict:
     if m == 0:
         return Verdict(UNTESTABLE, "no trained real-data setting")
     return Verdict(_share_status(k, m), f"{count(k, m, 'setting')} below the barrier; largest hardmax rank "
-                                        f"{number(v['ch6_hardmax_frac_max'])} $n$")
+                                        f"{_number(v['ch6_hardmax_frac_max'])} $n$")
 
 
 def _reduction(v: dict) -> Verdict:
@@ -254,7 +238,7 @@ def _pretrained(v: dict) -> Verdict:
     above, points = int(v["ch9_hm_layers_above"]), int(v["ch9_layer_points"])
     return Verdict(HOLDS if above == 0 else FAILS,
                    f"{count(points - above, points, 'layer mean')} below the barrier; the highest single head at "
-                   f"{number(v['ch9_hm_head_max'])} $n$")
+                   f"{_number(v['ch9_hm_head_max'])} $n$")
 
 
 RULES: tuple[Rule, ...] = (

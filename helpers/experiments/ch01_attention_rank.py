@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import attention, english, ledger, parameters, rank, seeding, theory
+from .. import attention, english, parameters, rank, seeding, theory
 from ..results import ChapterResult, Verdict
 
 DEFAULTS = {"TRIALS": (8, 64), "SCALES": (11, 21)}            # (quick, full): matrices per point, logit scales
@@ -43,7 +43,7 @@ def rule_d_heads(n: int, d_head: int) -> list[int]:
 
 def power_text(x: float) -> str:
     """A number for the prose without e-notation: "3.7 × 10⁻⁷" when tiny, "0.042" otherwise."""
-    return ledger.number(x, digits=2, plain=True)
+    return english.number(x, 2, power=True)
 
 
 # ------------------------------------------------------------------------------------------------ verdict rules

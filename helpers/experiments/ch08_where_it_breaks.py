@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from .. import counterexamples as cx, english, parameters, seeding, theory
-from ..ledger import number as power_number   # tiny numbers as "3.7 × 10⁻⁷" for the prose, never e-notation
 from ..results import ChapterResult, Verdict
 from ..threads import torch_threads
 from . import grid, run_sweep
@@ -43,7 +42,7 @@ def closed_form_verdict(ranks, forms, rtol: float = CLOSED_RTOL) -> Verdict:
     ranks, forms = np.asarray(ranks, dtype=float), np.asarray(forms, dtype=float)
     ok = np.isclose(ranks, forms, rtol=rtol, atol=rtol)
     matches, total = int(ok.sum()), int(ok.size)
-    tolerance = power_number(rtol, 1, plain=True)
+    tolerance = english.number(rtol, 1, power=True)
     if total and matches == total:
         sentence = f"all {total} entries that have a closed form match it to within {tolerance}"
     else:
@@ -97,7 +96,7 @@ def collapse_verdict(pure_max: float, residual_min: float) -> Verdict:
     """Rank collapse with depth: do pure-attention stacks collapse (largest relative residual below COLLAPSED) while
     stacks with skip connections keep their tokens apart (smallest above KEPT)?"""
     collapses, kept = pure_max < COLLAPSED, residual_min > KEPT
-    pure, res = power_number(pure_max, 2, plain=True), power_number(residual_min, 2, plain=True)
+    pure, res = english.number(pure_max, 2, power=True), english.number(residual_min, 2, power=True)
     if collapses and kept:
         outcome, sentence = "prevented", (f"without skip connections the token states collapse (relative residual at "
                                           f"most {pure}) and residual connections prevent it (at least {res})")
@@ -196,8 +195,8 @@ def _temperature(P, result) -> None:
     share = float(wide["bound_holds"].dropna().min())
     result.quote("ch8_bound_holds", 100 * share, ".0f")
     result.verdict("ch8_bounds", bounds_verdict(share))
-    result.quote("ch8_ratio_min", power_number(min(P.TEMPERATURES), 1, plain=True))
-    result.quote("ch8_ratio_max", power_number(max(P.TEMPERATURES), 1, plain=True))
+    result.quote("ch8_ratio_min", english.number(min(P.TEMPERATURES), 1, power=True))
+    result.quote("ch8_ratio_max", english.number(max(P.TEMPERATURES), 1, power=True))
     rand, causal = wide.loc["random"], wide.loc["causal_random"]
     coldest, hottest = rand.index.min(), rand.index.max()
     one = min(rand.index, key=lambda r: abs(math.log(r)))      # the ratio nearest to T = sqrt(d_h)
@@ -205,7 +204,7 @@ def _temperature(P, result) -> None:
     result.quote("ch8_rand_num3_cold", float(rand.loc[coldest, NUM3]), ".1f")
     result.quote("ch8_rand_num3_hot", float(rand.loc[hottest, NUM3]), ".1f")
     result.quote("ch8_rand_num3_peak", float(rand[NUM3].max()), ".1f")
-    result.quote("ch8_rand_num3_peak_ratio", power_number(float(rand[NUM3].idxmax()), 1, plain=True))
+    result.quote("ch8_rand_num3_peak_ratio", english.number(float(rand[NUM3].idxmax()), 1, power=True))
     result.verdict("ch8_lukewarm", lukewarm_verdict(float(rand[NUM3].max()), theory.expected_hardmax_rank(P.N)))
     result.quote("ch8_rand_num3_at1", float(rand.loc[one, NUM3]), ".1f")
     result.quote("ch8_rand_eff_at1", float(rand.loc[one, "effective"]), ".1f")
@@ -213,8 +212,8 @@ def _temperature(P, result) -> None:
     result.quote("ch8_causal_num3_cold", float(causal.loc[coldest, NUM3]), ".1f")
     result.quote("ch8_causal_num3_hot", float(causal.loc[hottest, NUM3]), ".1f")
     ratio = float(special.loc["random", "certified_temperature"]) / math.sqrt(P.D_HEAD)
-    result.quote("ch8_tcert_random_ratio", power_number(ratio, 2, plain=True))
-    result.quote("ch8_margin_random", power_number(float(special.loc["random", "margin_min"]), 2, plain=True))
+    result.quote("ch8_tcert_random_ratio", english.number(ratio, 2, power=True))
+    result.quote("ch8_margin_random", english.number(float(special.loc["random", "margin_min"]), 2, power=True))
     ratios = wide.index.get_level_values("ratio")
     hot = wide[ratios >= 10].dropna(subset=["hot_bound"])
     result.quote("ch8_hot_tightness", float((hot["hot_gap"] / hot["hot_bound"]).min()) if len(hot) else math.nan, ".2f")
@@ -238,13 +237,12 @@ def _depth(P, result) -> None:
     pure = last.xs("attn", level="arch")
     with_res = last[last.index.get_level_values("arch").str.contains("res")]
     layer2 = depth_df[(depth_df.layer == min(2, P.DEPTH)) & (depth_df.arch == "attn")]
-    result.quote("ch8_pure_residual_max", power_number(float(pure["residual"].max()), 2, plain=True))
+    result.quote("ch8_pure_residual_max", english.number(float(pure["residual"].max()), 2, power=True))
     result.quote("ch8_pure_num_max", float(pure.drop(index="rope", level="pos")["rank_numerical"].max()), ".1f")
-    result.quote("ch8_mlp_residual_max", power_number(float(last.xs("attn+mlp", level="arch")["residual"].max()), 2,
-                                                      plain=True))
+    result.quote("ch8_mlp_residual_max", english.number(float(last.xs("attn+mlp", level="arch")["residual"].max()), 2, power=True))
     result.quote("ch8_res_residual_min", float(with_res["residual"].min()), ".2f")
     result.quote("ch8_res_num_min", float(with_res["rank_numerical"].min()), ".1f")
-    result.quote("ch8_pure_residual_l2", power_number(float(layer2["residual"].max()), 2, plain=True))
+    result.quote("ch8_pure_residual_l2", english.number(float(layer2["residual"].max()), 2, power=True))
     result.verdict("ch8_collapse", collapse_verdict(float(pure["residual"].max()), float(with_res["residual"].min())))
     result.quote("ch8_distinct_tokens", float(depth_df["distinct_tokens"].iloc[0]), ".1f")
     result.quote("ch8_none_num_l1", float(first.xs("none", level="pos")["rank_numerical"].max()), ".1f")

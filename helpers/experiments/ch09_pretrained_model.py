@@ -15,7 +15,6 @@ import pandas as pd
 import torch
 
 from .. import english, minilm, rank, theory
-from ..ledger import number as power_number   # tiny numbers as "1 × 10⁻⁸" for the prose, never e-notation
 from ..results import ChapterResult, Verdict
 from . import grid, run_sweep
 from .ch09_pretrained_model_points import EXPERIMENT, MEASURES, _measures, head_rank_point  # noqa: F401
@@ -211,10 +210,10 @@ def _measures_at_top(P, facts, layers, heads, result) -> None:
     result.verdict("ch9_hm_layer_trend", layer_trend_verdict(value("hardmax", "pretrained", 1),
                                                              value("hardmax", "pretrained", facts["layers"])))
     small, big = rank.label("numerical", P.TOLERANCES[-1]), rank.label("numerical", P.TOLERANCES[0])
-    result.quote("ch9_tol_smallest", power_number(P.TOLERANCES[-1], 1, plain=True))
+    result.quote("ch9_tol_smallest", english.number(P.TOLERANCES[-1], 1, power=True))
     result.quote("ch9_nr_small_pre", value(small, "pretrained"), ".2f")
     result.quote("ch9_nr_small_random", value(small, "random"), ".2f")
-    result.quote("ch9_tol_largest", power_number(P.TOLERANCES[0], 1, plain=True))
+    result.quote("ch9_tol_largest", english.number(P.TOLERANCES[0], 1, power=True))
     result.quote("ch9_nr_big_pre", value(big, "pretrained"), ".2f")
     result.quote("ch9_nr_big_random", value(big, "random"), ".2f")
     table = layers[layers.n == n_top].groupby(["weights", "measure", "layer"])["mean"].mean().unstack("layer")

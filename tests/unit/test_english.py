@@ -36,3 +36,17 @@ def test_signed_never_writes_a_negative_magnitude():
     assert en.signed(0.2, "n") == "0.2 n above" and en.signed(0.0, "n") == "exactly at"
     assert en.signed(-0.25, "n", above="more", below="less") == "0.25 n less"
     assert en.percent(0.953) == "95 %" and en.percent(math.nan) == "n/a"
+
+
+@pytest.mark.parametrize("value, digits, text, maths", [
+    (3.7e-7, 2, "3.7 × 10⁻⁷", r"$3.7 \times 10^{-7}$"), (1e-5, 1, "1 × 10⁻⁵", r"$1 \times 10^{-5}$"),
+    (2.5e12, 2, "2.5 × 10¹²", r"$2.5 \times 10^{12}$"), (-4.2e-4, 2, "-4.2 × 10⁻⁴", r"$-4.2 \times 10^{-4}$"),
+    (64.0, 2, "64", "64"), (0.6321, 2, "0.63", "0.63"), (0.001, 2, "0.001", "0.001"), (1234.5, 2, "1234", "1234"),
+    (12, 2, "12", "12"), (float("nan"), 2, "n/a", "n/a")])
+def test_number_with_powers_of_ten_for_tiny_and_huge_values(value, digits, text, maths):
+    assert en.number(value, digits, power=True) == text
+    assert en.number(value, digits, power=True, maths=True) == maths
+    mantissa = float(text.split(" ")[0]) if "10" in text and "×" in text else None
+    if mantissa is not None:         # the power text reads back as the value to `digits` significant digits
+        exponent = int(text.split("10")[-1].translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")))
+        assert mantissa * 10 ** exponent == pytest.approx(value, rel=10 ** (1 - digits))

@@ -68,14 +68,6 @@ def test_every_rule_reads_only_its_listed_keys():
         assert r.reads and r.source in ("paper", "book") and r.figure.startswith("fig-")
 
 
-def test_numbers_never_use_e_notation():
-    assert ledger.number(3.7e-7) == r"$3.7 \times 10^{-7}$"
-    assert ledger.number(64.0) == "64"
-    assert ledger.number(0.6321) == "0.63"
-    assert ledger.number(1234.5) == "1234"
-    assert "e" not in ledger.number(12345.678)
-
-
 def test_table_links_a_figure_only_when_the_chapter_declares_it():
     metrics, _ = barrier_metrics([0.5])
     rows = ledger.evaluate_all(metrics)
