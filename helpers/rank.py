@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .errors import ArgumentError
+from .threads import torch_threads
 
 DEFAULT_RTOL = 1e-3
 
@@ -44,9 +45,13 @@ def _map_batch(fn, tensor: torch.Tensor) -> torch.Tensor:
     from concurrent.futures import ThreadPoolExecutor
 
     flat = tensor.reshape(-1, *tensor.shape[-2:])
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rank",
-                            initializer=torch.set_num_threads, initargs=(1,)) as pool:
-        parts = list(pool.map(fn, flat.chunk(4 * workers)))
+
+    def one_thread(chunk):
+        with torch_threads(1):
+            return fn(chunk)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rank") as pool:
+        parts = list(pool.map(one_thread, flat.chunk(4 * workers)))
     return torch.cat(parts).reshape(*tensor.shape[:-2], -1)
 
 
