@@ -404,8 +404,6 @@ def _summary(P, curves, result) -> None:
     result.quote("ch4_n_holds", len(groups["below"]), "d")
     result.quote("ch4_n_fails", len(groups["above"]), "d")
     result.quote("ch4_n_mixed", len(groups["mixed"]), "d")
-    for kind, name in [("above", "fails"), ("below", "holds"), ("mixed", "mixed")]:
-        result.quote(f"ch4_{name}_list", english.join(groups[kind], separator="; "))
     unit_numerical = [c for c in outcome.index if c.endswith(", unit") and "numerical" in c]
     result.quote("ch4_unit_numerical_fails", sum(c in groups["above"] for c in unit_numerical), "d")
     result.quote("ch4_unit_numerical_total", len(unit_numerical), "d")
