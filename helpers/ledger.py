@@ -241,6 +241,31 @@ def _pretrained(v: dict) -> Verdict:
                    f"{_number(v['ch9_hm_head_max'])} $n$")
 
 
+def _predictor(v: dict) -> Verdict:
+    # Chapter 3b's predictor against Monte Carlo on its held-out grid, per key family: the largest |error| in
+    # rank / n within the chapter's goal counts as "meets".
+    families = {"Gaussian": v["ch3b_accuracy_gaussian"], "unit-sphere": v["ch3b_accuracy_sphere"]}
+    met = [name for name, verdict in families.items() if verdict["outcome"] == "meets"]
+    goal = families["Gaussian"]["evidence"]["goal"]
+    evidence = (f"largest error in rank$/n$ {_number(families['Gaussian']['evidence']['max_error'], 2)} for Gaussian "
+                f"keys and {_number(families['unit-sphere']['evidence']['max_error'], 2)} for unit-sphere keys, over "
+                f"{families['Gaussian']['evidence']['points']} held-out grid points each (goal: at most {_number(goal)})")
+    if len(met) == len(families):
+        return Verdict(HOLDS, evidence)
+    return Verdict(CONDITIONAL if met else FAILS, evidence + (f"; met for {english.join(met)} keys only" if met else ""))
+
+
+def _sphere_flat(v: dict) -> Verdict:
+    # Chapter 3b's sphere-key knee at the loosest level: "flat" when knee(n_max) / knee(n_min) is below its threshold.
+    verdict = v["ch3b_sphere_flat_verdict"]
+    e = verdict["evidence"]
+    if verdict["outcome"] not in ("flat", "grows"):
+        return Verdict(UNTESTABLE, "fewer than two sphere-key knees on the grid")
+    evidence = (f"the knee changes by a factor {_number(e['ratio'], 3)} from $n = {e['n_min']}$ to $n = {e['n_max']}$ "
+                f"(flat below a factor {_number(e['threshold'])})")
+    return Verdict(HOLDS if verdict["outcome"] == "flat" else FAILS, evidence)
+
+
 RULES: tuple[Rule, ...] = (
     Rule(r"The expected rank of a hardmax attention head is at most about $0.63\,n$, whatever $d_h$.", "paper",
          "hardmax; orthonormal inputs; independent Gaussian $W_q, W_k$; Monte Carlo over $n$ and $d_h$",
@@ -251,7 +276,14 @@ RULES: tuple[Rule, ...] = (
          _barrier_conditions),
     Rule(r"The rank saturates once $d_h$ is of order $\log n$.", "paper",
          "hardmax rank of random queries with Gaussian or unit-sphere keys; saturation point (knee) per $n$, two definitions",
-         "03_saturation", ("knees",), "fig-knees", _saturation_log_n),
+         "03_saturation", ("knees",), "fig-ch3-knees", _saturation_log_n),
+    Rule("A first-principles predictor gives the expected hardmax rank of random heads over the whole grid of $n$ "
+         "and $d_h$.", "book",
+         "hardmax rank of random heads with Gaussian or unit-sphere keys; Monte Carlo on a held-out grid of $n$ and $d_h$",
+         "03b_predicting_rank", ("ch3b_accuracy_gaussian", "ch3b_accuracy_sphere"), "fig-3b-heatmap", _predictor),
+    Rule("With keys on the unit sphere (QK-normalised heads) the saturation point does not grow with $n$.", "book",
+         "hardmax rank of random heads with unit-sphere keys; knee at the loosest level, smallest against largest $n$",
+         "03b_predicting_rank", ("ch3b_sphere_flat_verdict",), "fig-3b-sphere", _sphere_flat),
     Rule("Random attention at initialization stays under the barrier.", "paper",
          "hardmax rank of randomly initialised heads; several input distributions and scales",
          "04_random_attention", ("ch4_hard_exceed", "ch4_hard_points", "ch4_hard_max_z"), "fig-ch4-hardmax",

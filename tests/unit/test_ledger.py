@@ -146,3 +146,34 @@ def test_chapter_5_heads_rule_separates_heads_that_the_task_forces_above_the_cei
     assert verdict.status == status and words in verdict.evidence, verdict
     none = ch5({"ch5_heads_total": 0, "above_ceiling": [], "cells": []})
     assert ledger.evaluate(rule("05_trained_synthetic", "fig-ch5-phase"), none).status == ledger.UNTESTABLE
+
+
+def predictor_metrics(gaussian_error, sphere_error, goal=0.02):
+    def accuracy(error):
+        return {"outcome": "meets" if error <= goal else "misses", "sentence": "...", "rule": "...",
+                "evidence": {"max_error": error, "n": 256, "d_head": 8, "points": 40, "goal": goal}}
+    return {"03b_predicting_rank": {"values": {"ch3b_accuracy_gaussian": accuracy(gaussian_error),
+                                               "ch3b_accuracy_sphere": accuracy(sphere_error)}}}
+
+
+@pytest.mark.parametrize("gaussian, sphere, status", [(0.01, 0.015, ledger.HOLDS), (0.03, 0.01, ledger.CONDITIONAL),
+                                                      (0.03, 0.05, ledger.FAILS)])
+def test_predictor_row_follows_the_accuracy_verdicts(gaussian, sphere, status):
+    verdict = ledger.evaluate(rule("03b_predicting_rank", "fig-3b-heatmap"), predictor_metrics(gaussian, sphere))
+    assert verdict.status == status
+    assert "40 held-out grid points" in verdict.evidence
+    assert ("unit-sphere keys only" in verdict.evidence) == (status == ledger.CONDITIONAL)
+
+
+def test_changing_the_sphere_knee_metric_changes_the_status():
+    flat = {"outcome": "flat", "sentence": "...", "rule": "...",
+            "evidence": {"ratio": 1.1, "n_min": 16, "n_max": 4096, "threshold": 1.5}}
+    metrics = {"03b_predicting_rank": {"values": {"ch3b_sphere_flat_verdict": flat}}}
+    sphere = rule("03b_predicting_rank", "fig-3b-sphere")
+    assert ledger.evaluate(sphere, metrics).status == ledger.HOLDS
+    flat.update(outcome="grows", evidence={**flat["evidence"], "ratio": 2.4})
+    verdict = ledger.evaluate(sphere, metrics)
+    assert verdict.status == ledger.FAILS and "2.4" in verdict.evidence
+    flat.update(outcome="undetermined", evidence={"knees": 1})
+    assert ledger.evaluate(sphere, metrics).status == ledger.UNTESTABLE
+    assert ledger.evaluate(sphere, {"03b_predicting_rank": {"values": {}}}).status == ledger.NOT_RUN
