@@ -123,15 +123,29 @@ def growth_verdict(fits: list[dict], trend) -> Verdict:
     best = min(judged, key=lambda f: f["rms_log"])["form"]
     evidence = {"best_form": best, "trend": None if np.isnan(trend) else trend, "points": judged[0].get("points"),
                 "rms_log": {f["form"]: f["rms_log"] for f in judged}}
-    trend_text = ("too few knees to measure how the slope changes" if np.isnan(trend) else
-                  f"the slope in log n changes by a factor {english.number(trend, 3)} across the range")
+    slope = ("there are too few knees to measure how the slope changes" if np.isnan(trend) else
+             f"the slope in log n {trend_text(trend)} across the range")
     if best != LOG_FORM or (not np.isnan(trend) and trend > TREND_FASTER):
         return Verdict("faster", f"grows faster than linearly in log n (the best of the three forms by RMS log error "
-                       f"is {FORM_WORDS[best]}, and {trend_text}), so the data support the paper's lower bound of order "
+                       f"is {FORM_WORDS[best]}, and {slope}), so the data support the paper's lower bound of order "
                        "log n but not growth of that order", rule, evidence)
     return Verdict("log", f"is consistent with growth of order log n on this grid (the best form by RMS log error is "
-                   f"{FORM_WORDS[best]}, and {trend_text}); with few values of n this cannot exclude faster growth",
+                   f"{FORM_WORDS[best]}, and {slope}); with few values of n this cannot exclude faster growth",
                    rule, evidence)
+
+
+def trend_text(trend) -> str:
+    """The change of the slope in log n in words: "changes by a factor 1.42", or why it cannot be measured."""
+    if trend is None or np.isnan(trend):
+        return "cannot be measured (it needs at least four knees on the grid)"
+    return f"changes by a factor {english.number(trend, 3)}"
+
+
+def dimension_text(d99, dims) -> str:
+    """Where the vertex share reaches 99 %: "from dimension 6 on", or that it lies beyond the largest dimension."""
+    if d99 is None:
+        return f"only beyond the largest dimension measured ({max(dims)})"
+    return f"from dimension {int(d99)} on"
 
 
 def hull_bound_verdict(hull_mean: pd.DataFrame, trials: int, z: float = HULL_Z) -> Verdict:
@@ -212,7 +226,7 @@ def _hull(P, result) -> None:
     result.quote("ch3_hull_d2_asym", 2 * math.sqrt(2 * math.pi * math.log(n_big)), ".1f")
     result.quote("ch3_hull_nbig", int(n_big), "d")
     full_at = mean[(mean.n == n_big) & (mean.fraction >= 0.99)].d
-    result.quote("ch3_hull_d99", str(int(full_at.min())) if len(full_at) else f"above {max(P.HULL_DIMS)}")
+    result.quote("ch3_hull_d99", dimension_text(full_at.min() if len(full_at) else None, P.HULL_DIMS))
     result.quote("ch3_hull_crit_nbig", theory.hull_critical_dh(n_big, 0.01), ".1f")
 
 
@@ -283,7 +297,8 @@ def _fits(P, result) -> None:
     for definition in ("loose", "tight"):
         part = fits[(fits.series == GAUSS) & (fits.definition == definition)]
         trend = part[part.form == "slope trend"].a.iloc[0]
-        result.quote(f"ch3_{definition}_trend", trend, ".2f")
+        result.frames[f"ch3_{definition}_trend"] = trend
+        result.quote(f"ch3_{definition}_trend_text", trend_text(trend))
         result.verdict(f"ch3_verdict_{definition}", growth_verdict(part.to_dict(orient="records"), trend))
         gk = knees[(knees.series == GAUSS) & (knees.definition == definition)]
         result.quote(f"ch3_{definition}_points", int(gk.knee.notna().sum()), "d")

@@ -97,3 +97,15 @@ def test_hull_bound_verdict_counts_points_below_the_bound():
     failed = chapter.hull_bound_verdict(frame, trials)
     assert failed.outcome == "fails" and failed.sentence == "at only 2 of 3 points"
     assert failed.evidence == {"held": 2, "points": 3, "z": 3.0}
+
+
+@pytest.mark.parametrize("trend, text", [(1.4237, "changes by a factor 1.42"), (1.0, "changes by a factor 1"),
+                                         (float("nan"), "cannot be measured (it needs at least four knees on the grid)"),
+                                         (None, "cannot be measured (it needs at least four knees on the grid)")])
+def test_trend_text(trend, text):
+    assert chapter.trend_text(trend) == text
+
+
+def test_dimension_text():
+    assert chapter.dimension_text(6.0, [1, 2, 6, 8]) == "from dimension 6 on"
+    assert chapter.dimension_text(None, [1, 2, 6, 8]) == "only beyond the largest dimension measured (8)"
