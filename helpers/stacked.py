@@ -69,6 +69,7 @@ from .threads import torch_threads
 from .train import BatchOrder, TrainingDiverged, _check, lr_factor
 
 PATHS = ("fast", "explicit")
+FUSED_BIAS = True
 
 
 class StackDiverged(TrainingDiverged):
@@ -248,16 +249,21 @@ class ModelStack:
         """x `(M, ..., in)` through `name.weight` `(M, out, in)` and `name.bias` `(M, out)`."""
         w, b = self.params[name + ".weight"], self.params.get(name + ".bias")
         shape = x.shape
-        out = torch.matmul(x.reshape(shape[0], -1, shape[-1]), w.transpose(1, 2))  # 2x baddbmm's speed on CPU
-        out = out if b is None else out + b.unsqueeze(1)
+        flat = x.reshape(shape[0], -1, shape[-1])
+        if b is not None and FUSED_BIAS:
+            out = torch.baddbmm(b.unsqueeze(1), flat, w.transpose(1, 2))
+        else:
+            out = torch.matmul(flat, w.transpose(1, 2))
+            out = out if b is None else out + b.unsqueeze(1)
         return out.reshape(*shape[:-1], w.shape[1])
 
     def _norm(self, x, name):
         if self.template.norm == "none":
             return x
         view = (x.shape[0],) + (1,) * (x.ndim - 2) + (x.shape[-1],)
-        return F.layer_norm(x, x.shape[-1:]) * self.params[name + ".weight"].view(view) + \
-            self.params[name + ".bias"].view(view)
+        # one pass for the per-model affine part (a separate * and + cost two passes over the activations)
+        return torch.addcmul(self.params[name + ".bias"].view(view), F.layer_norm(x, x.shape[-1:]),
+                             self.params[name + ".weight"].view(view))
 
     def _attention(self, x, prefix):
         cfg = self.template
@@ -360,9 +366,10 @@ def evaluate_stack(stack: ModelStack, x: torch.Tensor, y: torch.Tensor, batch_si
     total = torch.zeros(m, dtype=torch.float64, device=device)
     hits = torch.zeros(m, dtype=torch.float64, device=device)
     counted = torch.zeros(m, dtype=torch.float64, device=device)
-    for start in range(0, len(x), batch_size):
-        xb = x[start:start + batch_size].to(device)
-        yb = y[start:start + batch_size].to(device)
+    chunk = max(1, batch_size // m)  # M x chunk examples per forward: the activations of one standalone batch
+    for start in range(0, len(x), chunk):
+        xb = x[start:start + chunk].to(device)
+        yb = y[start:start + chunk].to(device)
         loss, h, c = stacked_loss(stack(xb.unsqueeze(0).expand(m, *xb.shape)), yb.unsqueeze(0).expand(m, *yb.shape))
         total += loss.double() * c
         hits += h
@@ -390,6 +397,7 @@ class StackedAdamW:
         done = self.steps.clamp(min=1)
         step_size = (lr / (1 - beta1 ** done)).float()  # (M,)
         root_bc2 = (1 - beta2 ** done).sqrt().float()
+        everyone = bool(active.all())
         for name, p in self.stack.params.items():
             g = p.grad
             shape = (len(self.stack),) + (1,) * (p.ndim - 1)
@@ -400,9 +408,12 @@ class StackedAdamW:
             decay = self.weight_decay if self.stack.ndims[name] >= 2 else 0.0
             new_p = p * (1 - lr * decay) - step_size.view(shape) * new_m / (new_v.sqrt() / root_bc2.view(shape) +
                                                                               self.eps)
-            p.copy_(torch.where(keep, new_p, p))
-            m.copy_(torch.where(keep, new_m, m))
-            v.copy_(torch.where(keep, new_v, v))
+            if everyone:  # the usual case: where() would select new_* everywhere, so copy them as they are
+                p.copy_(new_p), m.copy_(new_m), v.copy_(new_v)
+            else:
+                p.copy_(torch.where(keep, new_p, p))
+                m.copy_(torch.where(keep, new_m, m))
+                v.copy_(torch.where(keep, new_v, v))
 
 
 def clip_per_model(stack: ModelStack, clip: float) -> torch.Tensor:
