@@ -245,9 +245,12 @@ class ModelStack:
 
     # ---- the stacked forward pass: every tensor carries the model axis first ----
 
-    def _linear(self, x, name):
-        """x `(M, ..., in)` through `name.weight` `(M, out, in)` and `name.bias` `(M, out)`."""
+    def _linear(self, x, name, rows_scale=None):
+        """x `(M, ..., in)` through `name.weight` `(M, out, in)` and `name.bias` `(M, out)`; rows_scale `(M, out)`
+        multiplies the outputs, applied to the weights and bias (far smaller than the outputs)."""
         w, b = self.params[name + ".weight"], self.params.get(name + ".bias")
+        if rows_scale is not None:
+            w, b = w * rows_scale.unsqueeze(-1), (None if b is None else b * rows_scale)
         shape = x.shape
         flat = x.reshape(shape[0], -1, shape[-1])
         if b is not None and FUSED_BIAS:
@@ -269,12 +272,13 @@ class ModelStack:
         cfg = self.template
         m, b, n, _ = x.shape
         h, d, dv = cfg.n_heads, self.padded, cfg.value_dim
-        q, k, v = self._linear(x, prefix + ".qkv").split([h * d, h * d, h * dv], dim=-1)
+        # each model's own 1/sqrt(d_head) on its query rows (rotary positions are linear, so it commutes)
+        query_scale = torch.cat([self.scales[:, None].expand(m, h * d), self.scales.new_ones(m, h * (d + dv))], 1)
+        q, k, v = self._linear(x, prefix + ".qkv", query_scale).split([h * d, h * d, h * dv], dim=-1)
         q, k, v = (t.reshape(m, b, n, h, -1).transpose(2, 3) for t in (q, k, v))  # (M, B, heads, n, width)
         if self.rotary is not None:  # each model's own frequencies, on its halves-split layout
             cos, sin = (t[:, None, None, :n] for t in self.rotary)  # (M, 1, 1, n, D)
             q, k = (t * cos + torch.cat([-t[..., d // 2:], t[..., : d // 2]], dim=-1) * sin for t in (q, k))
-        q = q * self.scales.view(m, 1, 1, 1, 1)  # each model's own 1/sqrt(d_head)
         q, k, v = (t.reshape(m * b, h, n, -1) for t in (q, k, v))
         if self.attention == "fast":
             mixed = F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal, scale=1.0)
@@ -344,18 +348,22 @@ class ModelStack:
     __call__ = forward
 
 
-def stacked_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def stacked_loss(logits: torch.Tensor, targets: torch.Tensor,
+                 with_hits: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Per-model cross-entropy (mean over counted targets), hits and counts: each `(M,)`.
 
     logits `(M, B, n, V)` with targets `(M, B, n)` (-100 ignored), or `(M, B, C)` with `(M, B)`.
+    with_hits=False returns None for the hits.
     """
     m = logits.shape[0]
     flat = logits.reshape(-1, logits.shape[-1])
     targets = targets.reshape(-1)
     ce = F.cross_entropy(flat, targets, ignore_index=IGNORE, reduction="none").view(m, -1)
     counted = (targets != IGNORE).view(m, -1)
-    hits = ((flat.argmax(-1) == targets).view(m, -1) & counted).sum(1)
     count = counted.sum(1)
+    if not with_hits:  # training needs no argmax
+        return ce.sum(1) / count.clamp(min=1), None, count
+    hits = ((flat.argmax(-1) == targets).view(m, -1) & counted).sum(1)
     return ce.sum(1) / count.clamp(min=1), hits, count
 
 
@@ -559,7 +567,7 @@ def train_stack(
                 if not bool(active.any()):
                     break
                 index = torch.stack([order.next(batch_size) for order in orders]).to(device)  # (M, batch)
-                losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index])
+                losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index], with_hits=False)
                 finite = torch.isfinite(losses.detach())
                 bad = (active & ~finite).nonzero().flatten().tolist()
                 rate = lr * lr_factor(step - 1, steps, warmup, final_lr_ratio)
