@@ -43,6 +43,15 @@ multiply-adds of its query/key path (projections and scores, proportional to d_h
 padding the next dim's stack to it would exceed the budget. Small dims are cheap next to the fixed rest: at
 d_model 64, 4 heads of value width 16 and n = 128 (rest = 48 dims), 1..64 make [1, 2, 4, 8, 16], [24, 32], [64].
 
+**Speed (CPU, float32).** Profiled against `helpers.train.train` at d_model 64, n = 128, 16 windows per
+step: the one-by-one loop already gives every matmul 2,048 rows, so stacking saves little dispatch
+overhead, and the cost is in work both trainers share (GEMMs, flash attention, GELU, layer norm). The
+stack's own extra passes over activations are kept out: biases fused into `baddbmm`, the norms' per-model
+affine in one `addcmul`, each model's logit scale folded into its query weights, no argmax in training,
+no `where` in AdamW while every model is active, and evaluation in chunks of one standalone batch's size
+(larger stacked tensors fall out of cache). bfloat16 autocast was measured slower (CPU flash-attention
+backward in bf16), so training stays float32; `benchmarks/bench_train_stacked.py` prints the ratio.
+
 Device handling: `helpers.models.pick_device` (CUDA when present), once, in `train_stack`.
 """
 
@@ -69,6 +78,7 @@ from .threads import torch_threads
 from .train import BatchOrder, TrainingDiverged, _check, lr_factor
 
 PATHS = ("fast", "explicit")
+FUSED_BIAS = True
 
 
 class StackDiverged(TrainingDiverged):
@@ -244,31 +254,40 @@ class ModelStack:
 
     # ---- the stacked forward pass: every tensor carries the model axis first ----
 
-    def _linear(self, x, name):
-        """x `(M, ..., in)` through `name.weight` `(M, out, in)` and `name.bias` `(M, out)`."""
+    def _linear(self, x, name, rows_scale=None):
+        """x `(M, ..., in)` through `name.weight` `(M, out, in)` and `name.bias` `(M, out)`; rows_scale `(M, out)`
+        multiplies the outputs, applied to the weights and bias (far smaller than the outputs)."""
         w, b = self.params[name + ".weight"], self.params.get(name + ".bias")
+        if rows_scale is not None:
+            w, b = w * rows_scale.unsqueeze(-1), (None if b is None else b * rows_scale)
         shape = x.shape
-        out = torch.matmul(x.reshape(shape[0], -1, shape[-1]), w.transpose(1, 2))  # 2x baddbmm's speed on CPU
-        out = out if b is None else out + b.unsqueeze(1)
+        flat = x.reshape(shape[0], -1, shape[-1])
+        if b is not None and FUSED_BIAS:
+            out = torch.baddbmm(b.unsqueeze(1), flat, w.transpose(1, 2))
+        else:
+            out = torch.matmul(flat, w.transpose(1, 2))
+            out = out if b is None else out + b.unsqueeze(1)
         return out.reshape(*shape[:-1], w.shape[1])
 
     def _norm(self, x, name):
         if self.template.norm == "none":
             return x
         view = (x.shape[0],) + (1,) * (x.ndim - 2) + (x.shape[-1],)
-        return F.layer_norm(x, x.shape[-1:]) * self.params[name + ".weight"].view(view) + \
-            self.params[name + ".bias"].view(view)
+        # one pass for the per-model affine part (a separate * and + cost two passes over the activations)
+        return torch.addcmul(self.params[name + ".bias"].view(view), F.layer_norm(x, x.shape[-1:]),
+                             self.params[name + ".weight"].view(view))
 
     def _attention(self, x, prefix):
         cfg = self.template
         m, b, n, _ = x.shape
         h, d, dv = cfg.n_heads, self.padded, cfg.value_dim
-        q, k, v = self._linear(x, prefix + ".qkv").split([h * d, h * d, h * dv], dim=-1)
+        # each model's own 1/sqrt(d_head) on its query rows (rotary positions are linear, so it commutes)
+        query_scale = torch.cat([self.scales[:, None].expand(m, h * d), self.scales.new_ones(m, h * (d + dv))], 1)
+        q, k, v = self._linear(x, prefix + ".qkv", query_scale).split([h * d, h * d, h * dv], dim=-1)
         q, k, v = (t.reshape(m, b, n, h, -1).transpose(2, 3) for t in (q, k, v))  # (M, B, heads, n, width)
         if self.rotary is not None:  # each model's own frequencies, on its halves-split layout
             cos, sin = (t[:, None, None, :n] for t in self.rotary)  # (M, 1, 1, n, D)
             q, k = (t * cos + torch.cat([-t[..., d // 2:], t[..., : d // 2]], dim=-1) * sin for t in (q, k))
-        q = q * self.scales.view(m, 1, 1, 1, 1)  # each model's own 1/sqrt(d_head)
         q, k, v = (t.reshape(m * b, h, n, -1) for t in (q, k, v))
         if self.attention == "fast":
             mixed = F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal, scale=1.0)
@@ -338,18 +357,22 @@ class ModelStack:
     __call__ = forward
 
 
-def stacked_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def stacked_loss(logits: torch.Tensor, targets: torch.Tensor,
+                 with_hits: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Per-model cross-entropy (mean over counted targets), hits and counts: each `(M,)`.
 
     logits `(M, B, n, V)` with targets `(M, B, n)` (-100 ignored), or `(M, B, C)` with `(M, B)`.
+    with_hits=False returns None for the hits.
     """
     m = logits.shape[0]
     flat = logits.reshape(-1, logits.shape[-1])
     targets = targets.reshape(-1)
     ce = F.cross_entropy(flat, targets, ignore_index=IGNORE, reduction="none").view(m, -1)
     counted = (targets != IGNORE).view(m, -1)
-    hits = ((flat.argmax(-1) == targets).view(m, -1) & counted).sum(1)
     count = counted.sum(1)
+    if not with_hits:  # training needs no argmax
+        return ce.sum(1) / count.clamp(min=1), None, count
+    hits = ((flat.argmax(-1) == targets).view(m, -1) & counted).sum(1)
     return ce.sum(1) / count.clamp(min=1), hits, count
 
 
@@ -360,9 +383,10 @@ def evaluate_stack(stack: ModelStack, x: torch.Tensor, y: torch.Tensor, batch_si
     total = torch.zeros(m, dtype=torch.float64, device=device)
     hits = torch.zeros(m, dtype=torch.float64, device=device)
     counted = torch.zeros(m, dtype=torch.float64, device=device)
-    for start in range(0, len(x), batch_size):
-        xb = x[start:start + batch_size].to(device)
-        yb = y[start:start + batch_size].to(device)
+    chunk = max(1, batch_size // m)  # M x chunk examples per forward: the activations of one standalone batch
+    for start in range(0, len(x), chunk):
+        xb = x[start:start + chunk].to(device)
+        yb = y[start:start + chunk].to(device)
         loss, h, c = stacked_loss(stack(xb.unsqueeze(0).expand(m, *xb.shape)), yb.unsqueeze(0).expand(m, *yb.shape))
         total += loss.double() * c
         hits += h
@@ -390,6 +414,7 @@ class StackedAdamW:
         done = self.steps.clamp(min=1)
         step_size = (lr / (1 - beta1 ** done)).float()  # (M,)
         root_bc2 = (1 - beta2 ** done).sqrt().float()
+        everyone = bool(active.all())
         for name, p in self.stack.params.items():
             g = p.grad
             shape = (len(self.stack),) + (1,) * (p.ndim - 1)
@@ -400,9 +425,12 @@ class StackedAdamW:
             decay = self.weight_decay if self.stack.ndims[name] >= 2 else 0.0
             new_p = p * (1 - lr * decay) - step_size.view(shape) * new_m / (new_v.sqrt() / root_bc2.view(shape) +
                                                                               self.eps)
-            p.copy_(torch.where(keep, new_p, p))
-            m.copy_(torch.where(keep, new_m, m))
-            v.copy_(torch.where(keep, new_v, v))
+            if everyone:  # the usual case: where() would select new_* everywhere, so copy them as they are
+                p.copy_(new_p), m.copy_(new_m), v.copy_(new_v)
+            else:
+                p.copy_(torch.where(keep, new_p, p))
+                m.copy_(torch.where(keep, new_m, m))
+                v.copy_(torch.where(keep, new_v, v))
 
 
 def clip_per_model(stack: ModelStack, clip: float) -> torch.Tensor:
@@ -548,7 +576,7 @@ def train_stack(
                 if not bool(active.any()):
                     break
                 index = torch.stack([order.next(batch_size) for order in orders]).to(device)  # (M, batch)
-                losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index])
+                losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index], with_hits=False)
                 finite = torch.isfinite(losses.detach())
                 bad = (active & ~finite).nonzero().flatten().tolist()
                 rate = lr * lr_factor(step - 1, steps, warmup, final_lr_ratio)
