@@ -1,5 +1,5 @@
-"""Chapter 5 (helpers.experiments.ch05_trained_synthetic): every verdict rule on constructed per-model rows, the
-search's order, the quality rule, and one real training of a tiny cell."""
+"""Chapter 5's analyse (helpers.experiments.ch05_trained_synthetic): every verdict rule on constructed per-model rows,
+the search's order, the quality rule, the page's sentences, and one real training of a tiny cell."""
 
 import math
 
@@ -38,6 +38,18 @@ def judged(frame, **over):
     return chapter.judge(params(**over), frame, replicates=50)
 
 
+def cells_of(result):
+    return result.data["cells"]
+
+
+def verdict_of(result, task="copy"):
+    return result.verdicts[f"ch5_{task}_verdict"]
+
+
+def quoted(result, name):
+    return result.quotes[name].value
+
+
 @pytest.mark.parametrize("truth, answer", [
     (lambda n: round(2 + 3 * math.log(n)), "log"),
     (lambda n: n // 4, "linear"),
@@ -48,49 +60,51 @@ def test_each_scaling_answer_on_exact_curves(truth, answer):
     grid = list(range(1, 257))
     frame = rows("copy", {n: truth(n) for n in n_values}, grid=grid)
     result = judged(frame, N_VALUES=n_values, D_QK=grid, D_MODEL=256)
-    cells = result.cells.set_index("n")
+    cells = cells_of(result).set_index("n")
     assert [cells.loc[n, "d_star"] for n in n_values] == [truth(n) for n in n_values]
     assert (cells.d_star_low == cells.d_star).all() and (cells.d_star_high == cells.d_star).all()  # seeds agree
-    verdict = result.verdicts["copy"]
-    assert verdict.answer == answer, verdict.sentence
+    verdict = verdict_of(result)
+    assert verdict.outcome == answer, verdict.sentence
     assert "untestable" not in verdict.sentence
 
 
 def test_a_constant_width_is_logarithmic_with_a_zero_slope():
-    verdict = judged(rows("copy", {16: 4, 64: 4, 256: 4})).verdicts["copy"]
-    assert verdict.answer == "log" and "does not grow with n from 16 to 256" in verdict.sentence
-    growing = judged(rows("copy", {16: 8, 64: 12, 256: 16})).verdicts["copy"]
-    assert growing.answer == "log" and "does not grow" not in growing.sentence
+    verdict = verdict_of(judged(rows("copy", {16: 4, 64: 4, 256: 4})))
+    assert verdict.outcome == "log" and "does not grow with n from 16 to 256" in verdict.sentence
+    growing = verdict_of(judged(rows("copy", {16: 8, 64: 12, 256: 16})))
+    assert growing.outcome == "log" and "does not grow" not in growing.sentence
 
 
 def test_full_rank_answer_when_every_n_needs_the_largest_width():
     frame = rows("copy", {16: 64, 64: 64, 256: 64})
-    assert judged(frame).verdicts["copy"].answer == "full"
+    assert verdict_of(judged(frame)).outcome == "full"
 
 
 def test_untestable_with_fewer_than_three_seeds():
     frame = rows("copy", {16: 4, 64: 6, 256: 8}, seeds=(0, 1))
-    verdict = judged(frame, N_SEEDS=2).verdicts["copy"]
-    assert verdict.answer == "untestable" and "at least 3 needed" in verdict.sentence
+    verdict = verdict_of(judged(frame, N_SEEDS=2))
+    assert verdict.outcome == "untestable" and "2 seeds per model, at least 3 needed" in verdict.sentence
 
 
 def test_untestable_when_cells_miss_the_quality_bar():
     good = rows("copy", {16: 4, 64: 6})
     bad = rows("copy", {256: 8}, top_accuracy=0.9)
     result = judged(pd.concat([good, bad], ignore_index=True))
-    cells = result.cells.set_index("n")
+    cells = cells_of(result).set_index("n")
     assert not cells.loc[256, "usable"] and "0.99" in cells.loc[256, "reason"]
-    assert result.verdicts["copy"].answer == "untestable"
-    assert result.numbers["ch5_cells_excluded"][0] == 1
-    assert result.numbers["ch5_models_in_excluded"][0] == len(bad)
+    assert verdict_of(result).outcome == "untestable"
+    assert "only 2 of 3 sequence lengths meet the quality bar" in verdict_of(result).sentence
+    assert quoted(result, "ch5_cells_excluded") == 1
+    assert quoted(result, "ch5_models_in_excluded") == len(bad)
+    assert quoted(result, "ch5_copy_excluded_reasons").startswith("n = 256: 3 of 3 models at d_qk = 64")
 
 
 def test_not_converged_models_are_excluded_and_counted():
     frame = rows("copy", {16: 4, 64: 6, 256: 8})
     frame.loc[(frame.n == 256) & (frame.d_qk == 64), "converged"] = False
     result = judged(frame)
-    assert not result.cells.set_index("n").loc[256, "usable"]
-    assert result.numbers["ch5_not_converged"][0] == 3
+    assert not cells_of(result).set_index("n").loc[256, "usable"]
+    assert quoted(result, "ch5_not_converged") == 3
 
 
 def test_untestable_when_forms_cannot_be_told_apart():
@@ -99,12 +113,12 @@ def test_untestable_when_forms_cannot_be_told_apart():
         loss_ci={f: (0.0, 1.0) for f in scaling.FORMS}, best="log", indistinguishable=("log", "linear"), replicates=10)
     cells = pd.DataFrame({"task": "copy", "n": [16, 64, 256], "usable": True, "d_star": [4.0, 6.0, 9.0]})
     verdict = chapter.task_verdict("copy", cells, fit, 3, 64, 64)
-    assert verdict.answer == "untestable" and "cannot tell it apart from c n" in verdict.sentence
+    assert verdict.outcome == "untestable" and "cannot tell it apart from c·n" in verdict.sentence
 
 
 def test_noisy_seeds_widen_the_interval():
     frame = rows("copy", {16: 4, 64: 8, 256: 16}, seeds=(0, 1, 2, 3), jitter=lambda n, s: {0: 2, 1: 4, 2: 8, 3: 30}[s])
-    cells = judged(frame).cells
+    cells = cells_of(judged(frame))
     assert (cells.d_star_low < cells.d_star_high).all()
     # the point estimate reads the seed mean: only the widest seed keeps it below 95 % before d_qk = 30
     assert (cells.d_star == 30).all()
@@ -114,23 +128,29 @@ def test_heads_above_the_ceiling_are_counted_from_the_rows():
     frame = rows("copy", {16: 4, 64: 6, 256: 8})
     frame["hardmax_rank"] = [[0.7 * n] if d == 64 else [1.0] for n, d in zip(frame.n, frame.d_qk)]
     result = judged(frame)
-    assert len(result.above_ceiling) == 3 * 3  # three seeds at d_qk = 64, three n
-    assert result.numbers["ch5_heads_above_hardmax"][0] == 9
+    assert len(result.frames["above_ceiling"]) == 3 * 3  # three seeds at d_qk = 64, three n
+    assert quoted(result, "ch5_heads_above_hardmax") == 9
 
 
-def test_search_order_top_first_then_coarse_then_refine():
+def test_search_order_top_first_then_bisection():
     grid = [1, 2, 3, 4, 6, 8]
     assert chapter.next_points(grid, {}, set(), None) == [8]
     assert chapter.next_points(grid, {8: 0.5}, {8}, False) == []                 # missed the bar: stop
-    assert chapter.next_points(grid, {8: 1.0}, {8}, True) == [1, 2, 4]
-    assert chapter.next_points(grid, {1: 0.1, 2: 0.2, 4: 0.5, 8: 1.0}, {1, 2, 4, 8}, True) == [6]
-    assert chapter.next_points(grid, {1: 0.1, 2: 0.2, 4: 0.5, 6: 0.99, 8: 1.0}, {1, 2, 4, 6, 8}, True) == []
+    assert chapter.next_points(grid, {8: 1.0}, {8}, True) == [3]                 # middle of 1, 2, 3, 4, 6
+    assert chapter.next_points(grid, {3: 0.2, 8: 1.0}, {3, 8}, True) == [6]      # middle of 4, 6
+    assert chapter.next_points(grid, {3: 0.2, 6: 0.99, 8: 1.0}, {3, 6, 8}, True) == [4]
+    assert chapter.next_points(grid, {3: 0.2, 4: 0.5, 6: 0.99, 8: 1.0}, {3, 4, 6, 8}, True) == []
 
 
 def test_a_width_without_enough_converged_seeds_is_never_trained_again():
     grid = [1, 2, 3, 4, 6, 8]
     # d_qk = 1 trained but no seed converged: it has no mean, and the search must not ask for it again
     assert chapter.next_points(grid, {2: 1.0, 4: 1.0, 8: 1.0}, {1, 2, 4, 8}, True) == []
+    # the search steers by every trained model: a width whose seeds did not converge still has a mean
+    frame = rows("copy", {16: 4}, grid=[1, 2, 8])
+    frame.loc[frame.d_qk == 1, "converged"] = False
+    assert set(chapter.seed_means(frame, converged_only=False)[("copy", 16)]) == {1, 2, 8}
+    assert set(chapter.seed_means(frame)[("copy", 16)]) == {2, 8}
 
 
 def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
@@ -147,15 +167,27 @@ def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
         [{**c, "seed": s, **row} for c in configs for s in seeds for row in point(**c, seed=s)]))
     frame = chapter.phase_diagram(["copy"], [16], [1, 2, 3, 4, 6, 8], 3, 0, training.Recipe(d_model=8), progress=False)
     widths = [d for call in calls for d in call]
-    assert sorted(widths) == sorted(set(widths)) == [1, 2, 3, 4, 8]
-    assert len(frame) == 5 * 3
+    assert sorted(widths) == sorted(set(widths)) == [2, 3, 8]            # 8, then bisection: 3 (ok), 2 (fails)
+    assert len(frame) == 3 * 3
 
 
 def test_headline_and_curve_text():
-    verdicts = {"copy": chapter.Verdict("copy", "log", "", []), "qsa": chapter.Verdict("qsa", "untestable", "", [])}
-    assert chapter.headline(verdicts).startswith("`copy` supports O(log n); `qsa` is untestable at this budget")
+    verdicts = {"copy": chapter.Verdict("log", "", ""), "qsa": chapter.Verdict("untestable", "", "")}
+    assert chapter.headline(verdicts).startswith("Copy supports a width of order log n; qsa is untestable at this budget")
     result = judged(rows("copy", {16: 4, 64: 6, 256: 8}))
-    assert chapter.curve_text(result.cells, "copy") == "n = 16: 4 (4 to 4); n = 64: 6 (6 to 6); n = 256: 8 (8 to 8)"
+    assert chapter.curve_text(cells_of(result), "copy") == ("4 at n = 16 (95 % interval 4), 6 at n = 64 (95 % interval "
+                                                           "6) and 8 at n = 256 (95 % interval 8)")
+
+
+def test_sentences_and_tables_have_no_templates_or_ascii_maths():
+    frame = pd.concat([rows("copy", {16: 4, 64: 6}), rows("copy", {256: 8}, top_accuracy=0.9)], ignore_index=True)
+    results = [judged(frame), judged(rows("copy", {16: 4, 64: 6, 256: 8})), judged(rows("copy", {16: 4}), N_SEEDS=1)]
+    texts = [q.text() for r in results for q in r.quotes.values()] + [v.sentence for r in results
+                                                                      for v in r.verdicts.values()]
+    texts += [chapter.fits_view(r.data["fits_table"]).to_string() for r in results]
+    for text in texts:
+        for pattern in (r"\w\(s\)", "`", r"\^", r"log n\)", r"sqrt\(", r"\d[eE][-+]?\d"):
+            assert not __import__("re").search(pattern, text), (pattern, text)
 
 
 def test_recipe_keeps_the_relative_rule_quiet_for_half_the_steps():
