@@ -205,3 +205,55 @@ def test_a_tiny_cell_trains_on_the_stacked_trainer():
         assert 1 <= r["numerical_rank"][0] <= 8 and r["hardmax_rank_targets"][0] <= 4
     again = training.train_models("copy", 8, [1, 2], [0, 1], 0, recipe)
     assert again == out
+
+
+def test_the_notebook_pastes_only_what_analyse_quotes():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from chapter_pattern import assert_notebook_follows_the_pattern, resolved_params
+
+    P = resolved_params(chapter, **{**params(TASKS=["copy", "reversal", "qsa"]), "SCHEDULER": None})
+    frame = pd.concat([rows(task, {16: 4, 64: 6, 256: 8}) for task in P["TASKS"]], ignore_index=True)
+    assert_notebook_follows_the_pattern("05_trained_synthetic", chapter.judge(P, frame, replicates=20))
+
+
+def test_visible_code_cells_are_short_except_figures():
+    import nbformat
+
+    from helpers import paths
+
+    nb = nbformat.read(paths.NBS_DIR / "05_trained_synthetic.ipynb", as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code" and "remove-cell" not in tags and "figure" not in cell.metadata.get("mystnb", {}):
+            assert len(cell.source.splitlines()) <= 25, cell.source[:80]
+
+
+def test_resolve_fills_the_mode_defaults_and_refuses_bad_combinations():
+    from helpers import parameters
+
+    def resolved(mode, **values):
+        P = parameters.validate(MODE=(mode, parameters.mode), SEED=(0, parameters.seed))
+        P.update({"N_VALUES": None, "D_QK": None, "N_SEEDS": None, "STEPS": None, "EVAL_EVERY": None,
+                  "D_MODEL": None, "PATIENCE": None, "SCHEDULER": None, **values})
+        return chapter.resolve(P)
+
+    full = resolved("full")
+    assert full["N_VALUES"] == [16, 32, 64, 128] and full["N_SEEDS"] >= 3 and full["SCHEDULER"] == "processes"
+    assert resolved("quick")["SCHEDULER"] is None and resolved("full", SCHEDULER="inprocess")["SCHEDULER"] == "inprocess"
+    with pytest.raises(parameters.ParameterError, match="D_QK"):
+        resolved("full", D_QK=[4, 2, 8])
+    with pytest.raises(parameters.ParameterError, match="D_QK"):
+        resolved("full", D_QK=[1, 64], D_MODEL=32)
+    with pytest.raises(parameters.ParameterError, match="STEPS"):
+        resolved("full", STEPS=100, EVAL_EVERY=50)
+
+
+def test_one_failing_seed_at_the_largest_width_excludes_the_cell():
+    frame = rows("copy", {16: 4, 64: 6, 256: 8})
+    frame.loc[(frame.n == 256) & (frame.d_qk == 64) & (frame.model_seed == 1), "test_accuracy"] = 0.98
+    cells = cells_of(judged(frame)).set_index("n")
+    assert not cells.loc[256, "usable"] and cells.loc[256, "reason"].startswith("1 of 3 models at d_qk = 64")
+    assert cells.loc[16, "usable"] and cells.loc[64, "usable"]
