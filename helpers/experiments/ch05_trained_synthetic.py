@@ -460,7 +460,7 @@ def tasks_table(P) -> pd.DataFrame:
 
 
 def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
-    """Table 5.2: one row per (task, n) cell with its accuracy, saturation widths and the reason for an exclusion."""
+    """Table 5.2: one row per (task, n) cell with its accuracy, saturation widths and its models meeting the bar."""
     view = pd.DataFrame({
         "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
         "accuracy at the largest d_qk": cells.top_accuracy,
@@ -469,8 +469,8 @@ def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
                           zip(cells.d_star_low, cells.d_star_high, cells.usable)],
         "smallest d_qk (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
         "smallest d_qk (numerical rank)": cells.d_star_numerical_rank.where(cells.usable),
-        "d_qk trained": cells.d_qk_trained.map(lambda d: ", ".join(map(str, d))),
-        "why excluded": cells.reason.replace("", "–")})
+        "models meeting the bar at the largest d_qk": [f"{p} of {m}" for p, m in zip(cells.top_passing, cells.top_models)],
+        "d_qk trained": cells.d_qk_trained.map(lambda d: ", ".join(map(str, d)))})
     return view.set_index(["task", "n"]).rename_axis(index=[None, None])
 
 
