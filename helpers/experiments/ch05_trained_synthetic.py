@@ -59,21 +59,23 @@ def next_points(grid, means: dict, trained: set, bar_met: bool | None) -> list:
     """The widths a cell trains next. First the largest width alone (can the task be learned at all?); a cell
     whose largest width misses the quality bar stops there (it would be excluded anyway); then one width per
     round by bisection on the dense grid (`gridsearch.bisect`) until the answer is resolved to the grid's
-    spacing. `means`: {d_qk: seed-mean accuracy} of the trained widths; `trained`: every width trained so far
-    (never trained twice)."""
+    spacing. `means`: {d_qk: seed-mean accuracy} of the widths with enough converged seeds; `trained`: every
+    width trained so far (never trained twice). A trained width without enough converged seeds drops out of
+    the grid, so the bisection brackets the answer with widths the analysis can use."""
     top = max(grid)
     if top not in trained:
         return [top]
     if not bar_met:
         return []
-    return [d for d in gridsearch.bisect(grid, means, LEVEL) if d not in trained]
+    usable_grid = [d for d in grid if d in means or d not in trained]
+    return [d for d in gridsearch.bisect(usable_grid, means, LEVEL) if d not in trained]
 
 
 def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe, progress: bool = True) -> pd.DataFrame:
     """Every model the search trains (see `next_points`), over all tasks and n; one row per model (train_models).
 
     Each round sends one stack per cell (the largest n first, so that a pool of workers ends together); the search
-    steers by the seed means of every trained model, converged or not, the analysis uses only converged ones."""
+    steers by the same seed means as the analysis (converged models, at least MIN_SEEDS of them)."""
     cells = [(task, int(n)) for task in tasks for n in n_values]
     pending = {cell: [max(grid)] for cell in cells}
     frames = []
@@ -83,7 +85,7 @@ def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe
                    for bucket in stack_buckets(d_qks, n, recipe)]
         frames.append(run_sweep(EXPERIMENT, cell_point, configs, [seed], progress=progress))
         frame = pd.concat(frames, ignore_index=True)
-        means = seed_means(frame, min_seeds=min(MIN_SEEDS, n_seeds), converged_only=False)
+        means = seed_means(frame, min_seeds=min(MIN_SEEDS, n_seeds))
         trained = {cell: set(part.d_qk.astype(int)) for cell, part in frame.groupby(["task", "n"])}
         bars = {cell: cell_rule(part, TASK_SPECS[cell[0]].bar, min(MIN_SEEDS, n_seeds)).usable
                 for cell, part in frame.groupby(["task", "n"])}

@@ -146,7 +146,10 @@ def test_a_width_without_enough_converged_seeds_is_never_trained_again():
     grid = [1, 2, 3, 4, 6, 8]
     # d_qk = 1 trained but no seed converged: it has no mean, and the search must not ask for it again
     assert chapter.next_points(grid, {2: 1.0, 4: 1.0, 8: 1.0}, {1, 2, 4, 8}, True) == []
-    # the search steers by every trained model: a width whose seeds did not converge still has a mean
+    # a trained width without enough converged seeds drops out: the bisection brackets with usable widths
+    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {16: 1.0}, {6, 16}, True) == [4]   # middle of 1 .. 12 without 6
+    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 16: 1.0}, {4, 6, 16}, True) == [12]
+    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 8: 0.99, 16: 1.0}, {4, 6, 8, 16}, True) == []
     frame = rows("copy", {16: 4}, grid=[1, 2, 8])
     frame.loc[frame.d_qk == 1, "converged"] = False
     assert set(chapter.seed_means(frame, converged_only=False)[("copy", 16)]) == {1, 2, 8}
