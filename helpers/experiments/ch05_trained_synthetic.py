@@ -476,6 +476,11 @@ def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
     return view.set_index(["task", "n"]).rename_axis(index=[None, None])
 
 
+def _tiny(loss: float) -> float:
+    """A loss of a form that fits exactly (rounding error, about 1e-30) shown as 0, not as 32 decimals."""
+    return round(loss, 6)
+
+
 def fits_view(table: pd.DataFrame) -> pd.DataFrame:
     """Table 5.3: per task and form, the coefficients and the loss with their 95 % intervals."""
     if table.empty:
@@ -485,7 +490,7 @@ def fits_view(table: pd.DataFrame) -> pd.DataFrame:
         coefficients = join([f"{k} = {number(r[k], 2)} ({span(r[k + '_low'], r[k + '_high'], 2)})"
                              for k in ("a", "b", "c") if k in r and not pd.isna(r[k])])
         rows.append({"task": r["task"], "form": r["label"], "coefficients (95 % interval)": coefficients,
-                     "loss (95 % interval)": f"{number(r['loss'], 2)} ({span(r['loss_low'], r['loss_high'], 2)})",
+                     "loss (95 % interval)": f"{number(_tiny(r['loss']), 2)} ({span(_tiny(r['loss_low']), _tiny(r['loss_high']), 2)})",
                      "best": "yes" if r["best"] else "", "indistinguishable from the best":
                          "yes" if r["indistinguishable"] else "no"})
     return pd.DataFrame(rows).set_index(["task", "form"]).rename_axis(index=[None, None])
