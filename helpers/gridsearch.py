@@ -13,6 +13,14 @@ no such point is left, so the answer is resolved to the grid's spacing around it
 
 For a score that rises monotonically with x this equals the exhaustive answer (`exhaustive`), with fewer
 points trained (a test checks both on synthetic objectives).
+
+`bisect` is the cheaper search when the largest grid point is known to be good: train the top of the grid, then
+one point per round, the middle of the untrained grid points between the current answer and the trained point
+below it, until none is left (about log2 of the grid's length rounds, one point each):
+
+    scores = {grid[-1]: score(grid[-1])}
+    while (more := bisect(grid, scores, level)):
+        ...train `more` (one point), add it to scores...
 """
 
 from collections.abc import Callable
@@ -64,10 +72,23 @@ def refine(grid, scores: dict, level: float = LEVEL) -> list:
     return [v for v in values if low < v < answer and v not in scores]
 
 
-def search(objective: Callable[[float], float], grid, level: float = LEVEL) -> tuple[float, list]:
-    """Run the coarse-to-fine search on a cheap `objective(x) -> score`; returns (answer, points evaluated)."""
-    scores = {x: float(objective(x)) for x in coarse(grid)}
-    while more := refine(grid, scores, level):
+def bisect(grid, scores: dict, level: float = LEVEL) -> list:
+    """The next point of a bisection on the grid: the middle one of the untrained grid points strictly between
+    the current answer and the trained point just below it (`[]` when none is left, or there is no answer yet)."""
+    between = refine(grid, scores, level)
+    return [between[len(between) // 2]] if between else []
+
+
+def search(objective: Callable[[float], float], grid, level: float = LEVEL,
+           method: str = "coarse") -> tuple[float, list]:
+    """Run the search on a cheap `objective(x) -> score`; returns (answer, points evaluated). method: "coarse"
+    (powers of two, then `refine`) or "bisect" (the top of the grid, then `bisect`)."""
+    if method not in ("coarse", "bisect"):
+        raise ArgumentError("method", method, '"coarse" or "bisect"')
+    values = _check_grid(grid)
+    step = refine if method == "coarse" else bisect
+    scores = {x: float(objective(x)) for x in (coarse(values) if method == "coarse" else values[-1:])}
+    while more := step(values, scores, level):
         scores.update({x: float(objective(x)) for x in more})
     return smallest_reaching(scores, level), sorted(scores)
 

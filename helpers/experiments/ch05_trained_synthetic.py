@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import data as datasets, gridsearch, scaling, seeding
+from .. import data as datasets, gridsearch, parameters, scaling, seeding
+from ..english import count_of, join, number, plural, span
+from ..results import ChapterResult, Verdict
 from . import run_sweep
 from .ch05_training import TASK_SPECS, TASKS, Recipe, cell_point, stack_buckets  # noqa: F401 (TASKS for the notebook)
 
@@ -40,9 +42,11 @@ MIN_SEEDS = 3
 
 # ---- the coarse-to-fine phase diagram ----
 
-def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy", min_seeds: int = MIN_SEEDS) -> dict:
-    """{(task, n): {d_qk: mean of `value` over the converged seeds}}, for widths with at least `min_seeds` of them."""
-    kept = models_frame[models_frame.converged]
+def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy", min_seeds: int = MIN_SEEDS,
+               converged_only: bool = True) -> dict:
+    """{(task, n): {d_qk: mean of `value` over the seeds}}, for widths with at least `min_seeds` of them
+    (converged seeds only, unless `converged_only` is False)."""
+    kept = models_frame[models_frame.converged] if converged_only else models_frame
     stats = kept.groupby(["task", "n", "d_qk"])[value].agg(["mean", "size"])
     out: dict = {}
     for (task, n, d_qk), row in stats.iterrows():
@@ -53,26 +57,32 @@ def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy", min_see
 
 def next_points(grid, means: dict, trained: set, bar_met: bool | None) -> list:
     """The widths a cell trains next. First the largest width alone (can the task be learned at all?); a cell
-    whose largest width misses the quality bar stops there (it would be excluded anyway); then the coarse
-    points, then `gridsearch.refine` until the answer is resolved. `means`: {d_qk: seed-mean accuracy} of the
-    widths with enough converged seeds; `trained`: every width trained so far (never trained twice)."""
+    whose largest width misses the quality bar stops there (it would be excluded anyway); then one width per
+    round by bisection on the dense grid (`gridsearch.bisect`) until the answer is resolved to the grid's
+    spacing. `means`: {d_qk: seed-mean accuracy} of the widths with enough converged seeds; `trained`: every
+    width trained so far (never trained twice). A trained width without enough converged seeds drops out of
+    the grid, so the bisection brackets the answer with widths the analysis can use."""
     top = max(grid)
     if top not in trained:
         return [top]
     if not bar_met:
         return []
-    missing = [d for d in gridsearch.coarse(grid) if d not in trained]
-    return missing or [d for d in gridsearch.refine(grid, means, LEVEL) if d not in trained]
+    usable_grid = [d for d in grid if d in means or d not in trained]
+    return [d for d in gridsearch.bisect(usable_grid, means, LEVEL) if d not in trained]
 
 
 def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe, progress: bool = True) -> pd.DataFrame:
-    """Every model the search trains (see `next_points`), over all tasks and n; one row per model (train_models)."""
+    """Every model the search trains (see `next_points`), over all tasks and n; one row per model (train_models).
+
+    Each round sends one stack per cell (the largest n first, so that a pool of workers ends together); the search
+    steers by the same seed means as the analysis (converged models, at least MIN_SEEDS of them)."""
     cells = [(task, int(n)) for task in tasks for n in n_values]
     pending = {cell: [max(grid)] for cell in cells}
     frames = []
     while pending:
         configs = [{"task": task, "n": n, "d_qks": bucket, "n_seeds": n_seeds, "recipe": recipe.__dict__}
-                   for (task, n), d_qks in pending.items() for bucket in stack_buckets(d_qks, n, recipe)]
+                   for (task, n), d_qks in sorted(pending.items(), key=lambda item: -item[0][1])
+                   for bucket in stack_buckets(d_qks, n, recipe)]
         frames.append(run_sweep(EXPERIMENT, cell_point, configs, [seed], progress=progress))
         frame = pd.concat(frames, ignore_index=True)
         means = seed_means(frame, min_seeds=min(MIN_SEEDS, n_seeds))
@@ -149,10 +159,10 @@ def cell_rule(cell_models: pd.DataFrame, bar: float, min_seeds: int = MIN_SEEDS)
     passing = int((at_top.converged & (at_top.test_accuracy >= bar)).sum())
     accuracy = float(at_top.test_accuracy.mean())
     if len(at_top) < min_seeds:
-        reason = f"only {len(at_top)} seed(s) at d_qk = {top} (at least {min_seeds} needed)"
+        reason = f"only {plural(len(at_top), 'seed')} at d_qk = {top} (at least {min_seeds} needed)"
     elif passing < len(at_top):
-        reason = (f"{len(at_top) - passing} of {len(at_top)} models at d_qk = {top} did not converge to "
-                  f"accuracy >= {bar:g} (seed mean {accuracy:.3f})")
+        reason = (f"{count_of(len(at_top) - passing, len(at_top), 'model')} at d_qk = {top} did not converge to "
+                  f"an accuracy of at least {number(bar)} (seed mean {number(accuracy)})")
     else:
         reason = ""
     return CellRule(reason == "", reason, top, accuracy, passing, len(at_top))
@@ -189,66 +199,71 @@ def cell_table(frame: pd.DataFrame, replicates: int = BOOTSTRAP, seed: int = 0) 
     return pd.DataFrame(rows), boots
 
 
-@dataclass
-class Verdict:
-    """Which literature answer the data support for one task: `answer` is one of ANSWERS."""
-
-    task: str
-    answer: str
-    sentence: str
-    usable_n: list
-    best: str | None = None
-    indistinguishable: tuple = ()
-
-
 ANSWERS = ("log", "linear", "sqrt", "full", "untestable")
 LITERATURE = {
-    "log": "O(log n), as Likhosherstov et al. (2021) and Sanford et al. (2023) show suffices for sparse patterns",
-    "linear": "d_h of order n, the low-rank bottleneck of Bhojanapalli et al. (2020)",
-    "sqrt": "growth like sqrt(n): faster than O(log n), slower than the d_h ~ n of Bhojanapalli et al. (2020)",
-    "full": "the full-rank head (d_qk = d_model) at every n, as Amsel et al. (2024) find for nearest-neighbour-like targets",
+    "log": "a width of order log n, which Likhosherstov et al. (2021) and Sanford et al. (2023) show suffices for "
+           "sparse patterns",
+    "linear": "a width of order n, the low-rank bottleneck of Bhojanapalli et al. (2020)",
+    "sqrt": "growth like the square root of n: faster than log n, slower than the width of order n of "
+            "Bhojanapalli et al. (2020)",
+    "full": "the full-rank head (d_qk = d_model) at every n, as Amsel et al. (2024) find for nearest-neighbour-like "
+            "targets",
 }
+# The forms in plain text for glued sentences and tables (no ASCII maths on the page).
+FORM_WORDS = {"log": "a + b·ln n", "log2": "a + b·(ln n)²", "sqrt": "c·√n", "linear": "c·n"}
+VERDICT_RULE = (f"the smallest d_qk reaching {100 * LEVEL:g} % of the best seed-mean accuracy, over the n whose cell meets "
+                f"the quality bar, fitted against the four forms with bootstrap intervals over seeds; at least "
+                f"{MIN_SEEDS} seeds and {scaling.MIN_POINTS} usable n, else untestable; the answer is the growth "
+                "class of the forms the data cannot tell from the best (log and power law together: untestable)")
 
 
-def _interval_text(low: float, high: float, digits: int = 2) -> str:
-    return f"95 % interval {low:.{digits}g} to {high:.{digits}g}"
+def _forms_text(forms) -> str:
+    return join([FORM_WORDS[f] for f in scaling.FORMS if f in forms])
 
 
 def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | None, n_seeds: int,
                  grid_top: int, d_model: int) -> Verdict:
-    """The verdict for one task from its cells and its fit (None when there are too few usable cells)."""
+    """The verdict for one task from its cells and its fit (None when there are too few usable cells).
+
+    outcome: one of ANSWERS; evidence: usable_n, best form, indistinguishable forms, seeds."""
     part = cells[(cells.task == task)]
     usable = part[part.usable & part.d_star.notna()]
-    usable_n = sorted(usable.n.tolist())
-    prefix = f"`{task}`: untestable at this budget: "
+    usable_n = [int(n) for n in sorted(usable.n.tolist())]
+    evidence = {"usable_n": usable_n, "cells": len(part), "n_seeds": n_seeds, "best": None, "indistinguishable": []}
+
+    def verdict(answer, sentence, fitted=False):
+        if fitted:
+            evidence.update(best=fit.best, indistinguishable=list(fit.indistinguishable))
+        return Verdict(answer, sentence, VERDICT_RULE, evidence)
+
+    prefix = f"{task}: untestable at this budget: "
     if n_seeds < MIN_SEEDS:
-        return Verdict(task, "untestable", prefix + f"{n_seeds} seed(s) per model, at least {MIN_SEEDS} needed.",
-                       usable_n)
+        return verdict("untestable", prefix + f"{plural(n_seeds, 'seed')} per model, at least {MIN_SEEDS} needed.")
     if len(usable) < scaling.MIN_POINTS or fit is None:
-        return Verdict(task, "untestable", prefix + f"only {len(usable)} of {len(part)} sequence lengths meet the "
-                       f"quality bar (at least {scaling.MIN_POINTS} needed for a fit).", usable_n)
+        verb = "meets" if len(usable) == 1 and len(part) == 1 else "meet"
+        return verdict("untestable", prefix + f"{'only ' if len(usable) else ''}"
+                       f"{count_of(len(usable), len(part), 'sequence length')} {verb} the quality bar (at least "
+                       f"{scaling.MIN_POINTS} needed for a fit).")
     if grid_top >= d_model and (usable.d_star >= grid_top).all():
-        return Verdict(task, "full", f"`{task}`: every usable n needs the largest d_qk = {grid_top} = d_model; "
-                       f"this supports {LITERATURE['full']}.", usable_n, fit.best, fit.indistinguishable)
+        return verdict("full", f"{task}: every usable n needs the largest d_qk, {grid_top} = d_model; this supports "
+                               f"{LITERATURE['full']}.", True)
     growth = scaling.growth_class(fit.indistinguishable)
-    best = fit.point[fit.best]
-    coef = ", ".join(f"{k} = {v:.3g} ({_interval_text(*fit.coefficient_ci[fit.best][k])})"
-                     for k, v in best.coefficients.items())
+    coefficients = join([f"{k} = {number(v, 2)} (95 % interval {span(*fit.coefficient_ci[fit.best][k], digits=2)})"
+                         for k, v in fit.point[fit.best].coefficients.items()])
     others = [f for f in fit.indistinguishable if f != fit.best]
-    head = f"`{task}`: the best fit is {scaling.FORM_LABELS[fit.best]} ({coef})"
-    tied = (f"; the data cannot tell it apart from {scaling.describe_forms(others)}" if others
+    head = f"{task}: the best fit is {FORM_WORDS[fit.best]} with {coefficients}"
+    tied = (f"; the data cannot tell it apart from {_forms_text(others)}" if others
             else "; every other form fits worse in at least 97.5 % of the bootstrap resamples")
     if growth == "mixed":
-        return Verdict(task, "untestable", head + tied + ", which include both a logarithmic and a power law, so "
-                       "the scaling is untestable at this budget.", usable_n, fit.best, fit.indistinguishable)
+        return verdict("untestable", head + tied + ", which include both a logarithm and a power law, so the "
+                       "scaling is untestable at this budget.", True)
     flat = ""
     if growth == "log":
         low, high = fit.coefficient_ci[fit.best]["b"]
         if low <= 0 <= high:
-            flat = (f" The slope b is not distinguishable from 0 (its interval reaches 0): the smallest width does not "
-                    f"grow with n from {min(usable_n)} to {max(usable_n)}, which is within O(log n).")
-    return Verdict(task, growth, head + tied + f". This supports {LITERATURE[growth]}." + flat, usable_n, fit.best,
-                   fit.indistinguishable)
+            flat = (f" The slope b is not distinguishable from 0 (its interval reaches 0): the smallest width does "
+                    f"not grow with n from {min(usable_n)} to {max(usable_n)}, which is within order log n.")
+    return verdict(growth, head + tied + f". This supports {LITERATURE[growth]}." + flat, True)
 
 
 def fit_task(task: str, cells: pd.DataFrame, boots: dict) -> scaling.BootstrapForms | None:
@@ -274,17 +289,26 @@ def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
 
 # ---- the chapter's analysis ----
 
-@dataclass
-class Result:
-    """What chapter 5 computes: tidy frames, fits, verdicts and the numbers its prose quotes."""
+# ---- the chapter's analysis ----
 
-    models: pd.DataFrame
-    cells: pd.DataFrame
-    fits: dict
-    verdicts: dict
-    above_ceiling: pd.DataFrame
-    numbers: dict          # {glue name: (value, format)}
-    recipe: Recipe
+def resolve(P):
+    """Fill the mode defaults of the parameters left at None and check the constraints between parameters."""
+    P["N_VALUES"] = sorted(P.mode_default("N_VALUES", quick=[8, 12, 16], full=[16, 32, 64, 128]))
+    P["D_QK"] = P.mode_default("D_QK", quick=[1, 2, 4, 8], full=[1, 2, 3, 4, 6, 8, 12, 16, 24, 32])
+    P["N_SEEDS"] = P.mode_default("N_SEEDS", quick=3, full=3)
+    P["STEPS"] = P.mode_default("STEPS", quick=200, full=2000)
+    P["EVAL_EVERY"] = P.mode_default("EVAL_EVERY", quick=10, full=50)
+    P["D_MODEL"] = P.mode_default("D_MODEL", quick=16, full=32)
+    P["PATIENCE"] = P.mode_default("PATIENCE", quick=4, full=6)
+    P["SCHEDULER"] = P.mode_default("SCHEDULER", quick=None, full="processes")  # full: one stack per core
+    parameters.require(P["D_QK"] == sorted(set(P["D_QK"])), "D_QK", P["D_QK"],
+                       "increasing widths without repeats (the grid is searched in order)")
+    parameters.require(max(P["D_QK"]) <= P["D_MODEL"], "D_QK", P["D_QK"],
+                       f"widths up to D_MODEL = {P['D_MODEL']} (W_q W_k^T has rank at most d_model)")
+    parameters.require(P["EVAL_EVERY"] * (P["PATIENCE"] + 1) < P["STEPS"], "STEPS", P["STEPS"],
+                       f"more than EVAL_EVERY x (PATIENCE + 1) = {P['EVAL_EVERY'] * (P['PATIENCE'] + 1)} steps, "
+                       "so that the stopping rule can fire")
+    return P
 
 
 def recipe_from(P) -> Recipe:
@@ -294,11 +318,10 @@ def recipe_from(P) -> Recipe:
 
 
 def curve_text(cells: pd.DataFrame, task: str) -> str:
-    """"n = 16: 4 (3 to 6); n = 32: ...": the accuracy saturation d_qk of the usable cells, with intervals."""
+    """"4 at n = 16 (95 % interval from 3 to 6), ...": the accuracy saturation d_qk of the usable cells."""
     part = cells[(cells.task == task) & cells.usable].sort_values("n")
-    if part.empty:
-        return "none"
-    return "; ".join(f"n = {r.n}: {r.d_star:g} ({r.d_star_low:g} to {r.d_star_high:g})" for r in part.itertuples())
+    return join([f"{number(r.d_star)} at n = {r.n} (95 % interval {span(r.d_star_low, r.d_star_high)})"
+                 for r in part.itertuples()], empty="no usable sequence length")
 
 
 def exhaustive_count(cells: pd.DataFrame, grid) -> int:
@@ -306,103 +329,79 @@ def exhaustive_count(cells: pd.DataFrame, grid) -> int:
     return len(cells) * len(list(grid))
 
 
-ANSWER_WORDS = {"log": "O(log n)", "linear": "d_qk ~ n", "sqrt": "d_qk ~ sqrt(n)", "full": "a full-rank head",
-                "untestable": "untestable at this budget"}
+ANSWER_WORDS = {"log": "a width of order log n", "linear": "a width of order n",
+                "sqrt": "a width growing like the square root of n", "full": "a full-rank head"}
 
 
 def headline(verdicts: dict) -> str:
-    """One sentence over every task's verdict, e.g. "copy supports O(log n); qsa is untestable at this budget"."""
+    """One sentence over every task's verdict, e.g. "copy supports a width of order log n; qsa is untestable"."""
     if not verdicts:
         return "No task was run."
-    parts = []
-    for task, verdict in verdicts.items():
-        if verdict.answer == "untestable":
-            parts.append(f"`{task}` is untestable at this budget")
-        else:
-            parts.append(f"`{task}` supports {ANSWER_WORDS[verdict.answer]}")
+    parts = [f"{task} is untestable at this budget" if v.outcome == "untestable"
+             else f"{task} supports {ANSWER_WORDS[v.outcome]}" for task, v in verdicts.items()]
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + " (details and intervals below)."
 
 
-def numbers_for_prose(P, frame, cells, fits, verdicts, above) -> dict:
-    """{glue name: (value, format)} for every number and verdict the chapter's prose quotes."""
+def excluded_text(cells: pd.DataFrame, task: str) -> str:
+    """"none", or "n = 128: 3 of 3 models at d_qk = 32 did not converge ..." for every excluded cell of a task."""
+    part = cells[(cells.task == task) & ~cells.usable].sort_values("n")
+    return join([f"n = {r.n}: {r.reason}" for r in part.itertuples()], separator="; ")
+
+
+def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> None:
+    """Quote every number the chapter's prose pastes."""
     converged = frame[frame.converged]
-    heads_total = int(sum(len(v) for v in converged.hardmax_rank))
-    out = {
-        "ch5_models": (len(frame), "d"),
-        "ch5_converged": (int(frame.converged.sum()), "d"),
-        "ch5_not_converged": (int((~frame.converged).sum()), "d"),
-        "ch5_cells": (len(cells), "d"),
-        "ch5_cells_usable": (int(cells.usable.sum()), "d"),
-        "ch5_cells_excluded": (int((~cells.usable).sum()), "d"),
-        "ch5_models_in_excluded": (int(cells.loc[~cells.usable, "models"].sum()), "d"),
-        "ch5_points_trained": (int(frame.groupby(["task", "n", "d_qk"]).ngroups), "d"),
-        "ch5_points_exhaustive": (exhaustive_count(cells, P["D_QK"]), "d"),
-        "ch5_n_seeds": (P["N_SEEDS"], "d"),
-        "ch5_steps": (P["STEPS"], "d"),
-        "ch5_tolerance": (100 * P["TOLERANCE"], "g"),
-        "ch5_patience": (P["PATIENCE"], "d"),
-        "ch5_eval_every": (P["EVAL_EVERY"], "d"),
-        "ch5_d_model": (P["D_MODEL"], "d"),
-        "ch5_d_value": (P["D_VALUE"], "d"),
-        "ch5_level": (100 * LEVEL, "g"),
-        "ch5_ceiling": (CEILING, ".3f"),
-        "ch5_heads_total": (heads_total, "d"),
-        "ch5_heads_above": (len(above), "d"),
-        "ch5_heads_above_hardmax": (int((above.hardmax_over_n > CEILING).sum()), "d"),
-        "ch5_heads_above_numerical": (int((above.numerical_over_n > CEILING).sum()), "d"),
-        "ch5_max_hardmax_over_n": (float((converged.hardmax_rank_max / converged.n).max()), ".2f"),
-        "ch5_max_numerical_over_n": (float((converged.numerical_rank_max / converged.n).max()), ".2f"),
-        "ch5_stop_step_median": (float(converged.stop_step.median()) if len(converged) else math.nan, ".0f"),
-        "ch5_stop_step_max": (int(converged.stop_step.max()) if len(converged) else 0, "d"),
-        "ch5_n_max": (max(P["N_VALUES"]), "d"),
-        "ch5_headline": (headline(verdicts), ""),
-    }
-    for task, verdict in verdicts.items():
+    q = result.quote
+    q("ch5_models", len(frame), "d")
+    q("ch5_converged", int(frame.converged.sum()), "d")
+    q("ch5_not_converged", int((~frame.converged).sum()), "d")
+    q("ch5_cells", len(cells), "d")
+    q("ch5_cells_usable", int(cells.usable.sum()), "d")
+    q("ch5_cells_excluded", int((~cells.usable).sum()), "d")
+    q("ch5_models_in_excluded", int(cells.loc[~cells.usable, "models"].sum()), "d")
+    q("ch5_points_trained", int(frame.groupby(["task", "n", "d_qk"]).ngroups), "d")
+    q("ch5_points_exhaustive", exhaustive_count(cells, P["D_QK"]), "d")
+    q("ch5_n_seeds", P["N_SEEDS"], "d")
+    q("ch5_steps", P["STEPS"], "d")
+    q("ch5_tolerance", 100 * P["TOLERANCE"], digits=2)
+    q("ch5_patience", P["PATIENCE"], "d")
+    q("ch5_eval_every", P["EVAL_EVERY"], "d")
+    q("ch5_d_model", P["D_MODEL"], "d")
+    q("ch5_d_value", P["D_VALUE"], "d")
+    q("ch5_grid", join([str(d) for d in P["D_QK"]]))
+    q("ch5_level", 100 * LEVEL, digits=2)
+    q("ch5_ceiling", CEILING, ".3f")
+    q("ch5_heads_total", int(sum(len(v) for v in converged.hardmax_rank)), "d")
+    q("ch5_heads_above", len(above), "d")
+    q("ch5_heads_above_hardmax", int((above.hardmax_over_n > CEILING).sum()), "d")
+    q("ch5_heads_above_numerical", int((above.numerical_over_n > CEILING).sum()), "d")
+    q("ch5_max_hardmax_over_n", float((converged.hardmax_rank_max / converged.n).max()), digits=2)
+    q("ch5_max_numerical_over_n", float((converged.numerical_rank_max / converged.n).max()), digits=2)
+    q("ch5_stop_step_median", float(converged.stop_step.median()) if len(converged) else math.nan, digits=3)
+    q("ch5_stop_step_max", int(converged.stop_step.max()) if len(converged) else 0, "d")
+    q("ch5_n_max", max(P["N_VALUES"]), "d")
+    q("ch5_n_list", join([str(n) for n in P["N_VALUES"]]))
+    q("ch5_headline", headline(verdicts))
+    for task in P["TASKS"]:
         part = cells[cells.task == task]
-        out[f"ch5_{task}_verdict"] = (verdict.sentence, "")
-        out[f"ch5_{task}_answer"] = (verdict.answer, "")
-        out[f"ch5_{task}_curve"] = (curve_text(cells, task), "")
-        out[f"ch5_{task}_bar"] = (TASK_SPECS[task].bar, "g")
-        out[f"ch5_{task}_usable"] = (int(part.usable.sum()), "d")
-        out[f"ch5_{task}_cells"] = (len(part), "d")
-        out[f"ch5_{task}_excluded_reasons"] = ("; ".join(f"n = {r.n}: {r.reason}" for r in part.itertuples()
-                                                        if not r.usable) or "none", "")
-        out[f"ch5_{task}_top_accuracy_min"] = (float(part.top_accuracy.min()), ".3f")
-        out[f"ch5_{task}_pattern_rank_max_n"] = (int(part.pattern_hardmax_rank.iloc[-1]), "d")
-        out[f"ch5_{task}_hardmax_top_max_n"] = (float(part.hardmax_rank_at_top.iloc[-1]), ".1f")
-        out[f"ch5_{task}_n_max"] = (int(part.n.max()), "d")
-    return out
+        q(f"ch5_{task}_answer", verdicts[task].outcome)
+        q(f"ch5_{task}_curve", curve_text(cells, task))
+        q(f"ch5_{task}_usable", int(part.usable.sum()), "d")
+        q(f"ch5_{task}_cells", len(part), "d")
+        q(f"ch5_{task}_excluded_reasons", excluded_text(cells, task))
+        q(f"ch5_{task}_top_accuracy_min", float(part.top_accuracy.min()), ".3f")
 
 
-def analyse(P, progress: bool = True) -> Result:
-    """Train the phase diagram of P (TASKS, N_VALUES, D_QK, N_SEEDS, SEED and the recipe) and judge it."""
-    recipe = recipe_from(P)
-    frame = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], recipe, progress=progress)
-    return judge(P, frame, recipe)
-
-
-def judge(P, frame: pd.DataFrame, recipe: Recipe | None = None, replicates: int = BOOTSTRAP) -> Result:
-    """Cells, fits, verdicts and prose numbers from the per-model rows of a phase diagram (see `train_models`)."""
-    frame = add_head_summaries(frame)
-    cells, boots = cell_table(frame, replicates=replicates, seed=P["SEED"])
-    fits = {task: fit_task(task, cells, boots) for task in P["TASKS"]}
-    verdicts = {task: task_verdict(task, cells, fits[task], P["N_SEEDS"], max(P["D_QK"]), P["D_MODEL"])
-                for task in P["TASKS"]}
-    above = heads_above_ceiling(frame)
-    numbers = numbers_for_prose(P, frame, cells, fits, verdicts, above)
-    return Result(frame, cells, fits, verdicts, above, numbers, recipe or recipe_from(P))
-
-
-def fits_table(result: Result) -> pd.DataFrame:
+def fits_table(fits: dict) -> pd.DataFrame:
     """One row per (task, form): coefficients with intervals, loss with interval, best / indistinguishable."""
     rows = []
-    for task, fit in result.fits.items():
+    for task, fit in fits.items():
         if fit is None:
             continue
         for form in scaling.FORMS:
             point = fit.point[form]
-            row = {"task": task, "form": scaling.FORM_LABELS[form], "loss": point.loss,
+            row = {"task": task, "form": form, "label": FORM_WORDS[form], "loss": point.loss,
                    "loss_low": fit.loss_ci[form][0], "loss_high": fit.loss_ci[form][1],
                    "best": form == fit.best, "indistinguishable": form in fit.indistinguishable}
             for name, value in point.coefficients.items():
@@ -412,16 +411,96 @@ def fits_table(result: Result) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def record(result: Result, rec) -> None:
-    """Record the per-model rows, cells, fits and verdicts in the metrics file and glue every prose number."""
-    model_columns = ["task", "n", "d_qk", "model_seed", "data_seed", "test_loss", "test_accuracy", "converged",
-                     "stop_step", "hardmax_rank", "numerical_rank", "hardmax_rank_targets"]
-    rec.record("models", result.models[model_columns].to_dict(orient="records"))
-    rec.record("cells", result.cells.to_dict(orient="records"))
-    rec.record("fits", fits_table(result).to_dict(orient="records"))
-    rec.record("verdicts", {t: {"answer": v.answer, "sentence": v.sentence, "usable_n": v.usable_n, "best": v.best,
-                                "indistinguishable": list(v.indistinguishable)} for t, v in result.verdicts.items()})
-    rec.record("above_ceiling", result.above_ceiling.to_dict(orient="records"))
-    rec.record("recipe", result.recipe.__dict__)
-    for name, (value, fmt) in result.numbers.items():
-        rec.glue(name, value, fmt)
+MODEL_COLUMNS = ["task", "n", "d_qk", "model_seed", "data_seed", "test_loss", "test_accuracy", "converged",
+                 "stop_step", "hardmax_rank", "numerical_rank", "hardmax_rank_targets"]
+
+
+def analyse(P, progress: bool = True) -> ChapterResult:
+    """Train the phase diagram of P (TASKS, N_VALUES, D_QK, N_SEEDS, SEED and the recipe) and judge it."""
+    result = ChapterResult()
+    recipe = recipe_from(P)
+    frame = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], recipe, progress=progress)
+    return judge(P, frame, recipe, result=result)
+
+
+def judge(P, frame: pd.DataFrame, recipe: Recipe | None = None, replicates: int = BOOTSTRAP,
+          result: ChapterResult | None = None) -> ChapterResult:
+    """Cells, fits, verdicts and prose numbers from the per-model rows of a phase diagram (see `train_models`).
+
+    result.data: models (with head summaries), cells, fits ({task: BootstrapForms or None}), fits_table, above;
+    result.frames (recorded): models, cells, fits, verdicts ({task: answer, sentence, ...}), above_ceiling, recipe;
+    result.verdicts: ch5_<task>_verdict for every task."""
+    result = result or ChapterResult()
+    frame = add_head_summaries(frame)
+    cells, boots = cell_table(frame, replicates=replicates, seed=P["SEED"])
+    fits = {task: fit_task(task, cells, boots) for task in P["TASKS"]}
+    verdicts = {task: result.verdict(f"ch5_{task}_verdict", task_verdict(task, cells, fits[task], P["N_SEEDS"],
+                                                                          max(P["D_QK"]), P["D_MODEL"]))
+                for task in P["TASKS"]}
+    above = heads_above_ceiling(frame)
+    table = fits_table(fits)
+    result.data.update(models=frame, cells=cells, fits=fits, fits_table=table, above=above)
+    result.frames.update(
+        models=frame[MODEL_COLUMNS], cells=cells, fits=table, above_ceiling=above,
+        verdicts={t: {"answer": v.outcome, "sentence": v.sentence, **v.evidence} for t, v in verdicts.items()},
+        recipe=(recipe or recipe_from(P)).__dict__)
+    quote_numbers(result, P, frame, cells, verdicts, above)
+    return result.done()
+
+
+# ---- tables for the page ----
+
+def tasks_table(P) -> pd.DataFrame:
+    """Table 5.1: per task, the pattern that solves it, the literature's prediction, its hardmax rank per n, the bar."""
+    return pd.DataFrame([
+        {"task": task, "the pattern that solves it": TASK_SPECS[task].need,
+         "what the literature predicts": TASK_SPECS[task].expected,
+         **{f"hardmax rank, n = {n}": datasets.pattern_hardmax_rank(task, n, **TASK_SPECS[task].options)
+            for n in P["N_VALUES"]},
+         "accuracy bar": TASK_SPECS[task].bar}
+        for task in P["TASKS"]])
+
+
+def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
+    """Table 5.2: one row per (task, n) cell with its accuracy, saturation widths and its models meeting the bar."""
+    view = pd.DataFrame({
+        "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
+        "accuracy at the largest d_qk": cells.top_accuracy,
+        "smallest d_qk (accuracy)": cells.d_star.where(cells.usable),
+        "95 % interval": [span(lo, hi) if ok else "–" for lo, hi, ok in
+                          zip(cells.d_star_low, cells.d_star_high, cells.usable)],
+        "smallest d_qk (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
+        "smallest d_qk (numerical rank)": cells.d_star_numerical_rank.where(cells.usable),
+        "models meeting the bar at the largest d_qk": [f"{p} of {m}" for p, m in zip(cells.top_passing, cells.top_models)],
+        "d_qk trained": cells.d_qk_trained.map(lambda d: ", ".join(map(str, d)))})
+    return view.set_index(["task", "n"]).rename_axis(index=[None, None])
+
+
+def _tiny(loss: float) -> float:
+    """A loss of a form that fits exactly (rounding error, about 1e-30) shown as 0, not as 32 decimals."""
+    return round(loss, 6)
+
+
+def fits_view(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 5.3: per task and form, the coefficients and the loss with their 95 % intervals."""
+    if table.empty:
+        return pd.DataFrame({"fit": ["no task has three usable n"]}).set_index("fit").rename_axis(index=None)
+    rows = []
+    for r in table.to_dict(orient="records"):
+        coefficients = join([f"{k} = {number(r[k], 2)} ({span(r[k + '_low'], r[k + '_high'], 2)})"
+                             for k in ("a", "b", "c") if k in r and not pd.isna(r[k])])
+        rows.append({"task": r["task"], "form": r["label"], "coefficients (95 % interval)": coefficients,
+                     "loss (95 % interval)": f"{number(_tiny(r['loss']), 2)} ({span(_tiny(r['loss_low']), _tiny(r['loss_high']), 2)})",
+                     "best": "yes" if r["best"] else "", "indistinguishable from the best":
+                         "yes" if r["indistinguishable"] else "no"})
+    return pd.DataFrame(rows).set_index(["task", "form"]).rename_axis(index=[None, None])
+
+
+def above_view(above: pd.DataFrame) -> pd.DataFrame:
+    """Table 5.4: heads above the 0.63 n ceiling, counted per (task, n, d_qk), with their largest rank / n."""
+    if above.empty:
+        return pd.DataFrame({"heads above 0.63 n": ["none"]}).set_index("heads above 0.63 n").rename_axis(index=None)
+    view = above.groupby(["task", "n", "d_qk"]).agg(**{
+        "heads above 0.63 n": ("head", "size"), "largest hardmax rank / n": ("hardmax_over_n", "max"),
+        "largest numerical rank / n": ("numerical_over_n", "max")})
+    return view.rename_axis(index=[None, "n", "d_qk"])

@@ -38,19 +38,19 @@ class TaskSpec:
 TASK_SPECS = {
     "copy": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {},
                      "a shift: the query at position i reads the key at i - ceil(n/2)",
-                     "O(log n) (a sparse pattern: Likhosherstov et al. 2021)"),
+                     "a width of order log n (a sparse pattern: Likhosherstov et al. 2021)"),
     "qsa": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {"q": 2, "n_values": 4},
                     "q-sparse averaging: each query spreads its weight evenly over the q = 2 positions it names",
-                    "O(q log n) (Sanford et al. 2023)"),
+                    "a width of order q log n (Sanford et al. 2023)"),
     "mq_recall": TaskSpec("none", 2, 3e-3, 0.99, {"n_values": 4},
                           "content matching: the query for key k reads the one slot that stores key k",
-                          "O(log n) to separate n/2 keys (Likhosherstov et al. 2021)"),
+                          "a width of order log n to separate n / 2 keys (Likhosherstov et al. 2021)"),
     "reversal": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {},
                          "the anti-diagonal permutation: position i reads key n - 1 - i",
-                         "O(log n) (a sparse pattern: Likhosherstov et al. 2021)"),
+                         "a width of order log n (a sparse pattern: Likhosherstov et al. 2021)"),
     "high_rank": TaskSpec("learned", 1, 3e-3, 0.99, {},
                           "a fixed random permutation of the positions",
-                          "O(log n) (a sparse pattern: Likhosherstov et al. 2021)"),
+                          "a width of order log n (a sparse pattern: Likhosherstov et al. 2021)"),
 }
 TASKS = tuple(TASK_SPECS)
 

@@ -15,19 +15,12 @@ from helpers.book import toc_entries
 
 pytestmark = pytest.mark.book
 
-# Pages not yet converted to the house style: their checks are expected to fail (xfail, not a skip, so a page
-# that passes shows up as XPASS). Remove a page from this list when its chapter is converted; the list should
-# shrink to nothing. Converted so far: intro, 98_claims_ledger, 01, 02, 03, 03b, 04, 06, 07, 08, 09, 99.
-NOT_CONVERTED = [
-    "book/05_trained_synthetic",
-]
-
 MIN_SHOWN_FRACTION = 0.7
 
 
 def pages():
-    return [pytest.param(entry, marks=pytest.mark.xfail(reason="chapter not yet in the house style", strict=False))
-            if entry in NOT_CONVERTED else entry for entry in toc_entries()]
+    """Every page of the table of contents: all of them follow the house style."""
+    return toc_entries()
 
 
 STYLE_STATE = """() => {

@@ -98,6 +98,26 @@ def test_search_equals_exhaustive_on_monotone_objectives_with_fewer_points(knee,
     assert set(gridsearch.coarse(GRID)) <= set(evaluated)
 
 
+@pytest.mark.parametrize("knee", [1, 1.5, 2.5, 3, 5, 7, 10, 14, 20, 30, 40, 56, 64])
+@pytest.mark.parametrize("shape", ["step", "smooth"])
+def test_bisection_equals_exhaustive_on_monotone_objectives_in_log2_rounds(knee, shape):
+    def objective(x):
+        return (1.0 if x >= knee else 0.2) if shape == "step" else 1 - math.exp(-x / knee)
+    answer, evaluated = gridsearch.search(objective, GRID, method="bisect")
+    assert answer == gridsearch.exhaustive(objective, GRID)
+    assert GRID[-1] in evaluated and len(evaluated) <= 1 + math.ceil(math.log2(len(GRID)))
+
+
+def test_bisection_trains_the_middle_of_the_bracket_one_point_at_a_time():
+    assert gridsearch.bisect(GRID, {64: 1.0}) == [8]                 # middle of 1 .. 48
+    assert gridsearch.bisect(GRID, {64: 1.0, 8: 0.2}) == [24]        # middle of 12 .. 48
+    assert gridsearch.bisect(GRID, {64: 1.0, 8: 0.2, 24: 0.2, 48: 0.99}) == [32]
+    assert gridsearch.bisect(GRID, {64: 1.0, 8: 0.2, 24: 0.2, 32: 0.2, 48: 0.99}) == []
+    assert gridsearch.bisect(GRID, {}) == []
+    with pytest.raises(ArgumentError, match="method"):
+        gridsearch.search(lambda x: x, GRID, method="binary")
+
+
 def test_refine_trains_only_the_bracket():
     scores = {1: 0.1, 2: 0.2, 4: 0.5, 8: 0.97, 16: 1.0, 32: 1.0, 64: 1.0}
     assert gridsearch.refine(GRID, scores) == [6]

@@ -1,0 +1,264 @@
+"""Chapter 5's analyse (helpers.experiments.ch05_trained_synthetic): every verdict rule on constructed per-model rows,
+the search's order, the quality rule, the page's sentences, and one real training of a tiny cell."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import scaling
+from helpers.experiments import ch05_trained_synthetic as chapter
+from helpers.experiments import ch05_training as training
+
+GRID = list(range(1, 65))
+
+
+def params(**over):
+    return {"SEED": 0, "TASKS": ["copy"], "N_VALUES": [16, 64, 256], "D_QK": GRID, "N_SEEDS": 3, "STEPS": 100,
+            "EVAL_EVERY": 10, "PATIENCE": 3, "TOLERANCE": 0.005, "D_MODEL": 64, "D_VALUE": 8, **over}
+
+
+def rows(task, n_to_star, seeds=(0, 1, 2), grid=GRID, low=0.3, jitter=None, top_accuracy=1.0, converged=True):
+    """Per-model rows whose accuracy is `top_accuracy` from d_qk = star(n) on and `low` below it."""
+    out = []
+    for n, star in n_to_star.items():
+        for d in grid:
+            for s in seeds:
+                star_s = star if jitter is None else jitter(n, s)
+                acc = top_accuracy if d >= star_s else low
+                out.append({"task": task, "n": n, "d_qk": d, "model_seed": s, "data_seed": 0, "test_loss": 1 - acc,
+                            "test_accuracy": acc, "converged": converged, "diverged": False, "stop_step": 50,
+                            "hardmax_rank": [min(n, d) * 0.5], "numerical_rank": [min(n, 2 * d) * 0.6],
+                            "hardmax_rank_targets": [min(n, d) * 0.4]})
+    return pd.DataFrame(out)
+
+
+def judged(frame, **over):
+    return chapter.judge(params(**over), frame, replicates=50)
+
+
+def cells_of(result):
+    return result.data["cells"]
+
+
+def verdict_of(result, task="copy"):
+    return result.verdicts[f"ch5_{task}_verdict"]
+
+
+def quoted(result, name):
+    return result.quotes[name].value
+
+
+@pytest.mark.parametrize("truth, answer", [
+    (lambda n: round(2 + 3 * math.log(n)), "log"),
+    (lambda n: n // 4, "linear"),
+    (lambda n: round(math.sqrt(n)), "sqrt"),
+])
+def test_each_scaling_answer_on_exact_curves(truth, answer):
+    n_values = [16, 64, 256] if answer != "linear" else [16, 32, 64, 128]
+    grid = list(range(1, 257))
+    frame = rows("copy", {n: truth(n) for n in n_values}, grid=grid)
+    result = judged(frame, N_VALUES=n_values, D_QK=grid, D_MODEL=256)
+    cells = cells_of(result).set_index("n")
+    assert [cells.loc[n, "d_star"] for n in n_values] == [truth(n) for n in n_values]
+    assert (cells.d_star_low == cells.d_star).all() and (cells.d_star_high == cells.d_star).all()  # seeds agree
+    verdict = verdict_of(result)
+    assert verdict.outcome == answer, verdict.sentence
+    assert "untestable" not in verdict.sentence
+
+
+def test_a_constant_width_is_logarithmic_with_a_zero_slope():
+    verdict = verdict_of(judged(rows("copy", {16: 4, 64: 4, 256: 4})))
+    assert verdict.outcome == "log" and "does not grow with n from 16 to 256" in verdict.sentence
+    growing = verdict_of(judged(rows("copy", {16: 8, 64: 12, 256: 16})))
+    assert growing.outcome == "log" and "does not grow" not in growing.sentence
+
+
+def test_full_rank_answer_when_every_n_needs_the_largest_width():
+    frame = rows("copy", {16: 64, 64: 64, 256: 64})
+    assert verdict_of(judged(frame)).outcome == "full"
+
+
+def test_untestable_with_fewer_than_three_seeds():
+    frame = rows("copy", {16: 4, 64: 6, 256: 8}, seeds=(0, 1))
+    verdict = verdict_of(judged(frame, N_SEEDS=2))
+    assert verdict.outcome == "untestable" and "2 seeds per model, at least 3 needed" in verdict.sentence
+
+
+def test_untestable_when_cells_miss_the_quality_bar():
+    good = rows("copy", {16: 4, 64: 6})
+    bad = rows("copy", {256: 8}, top_accuracy=0.9)
+    result = judged(pd.concat([good, bad], ignore_index=True))
+    cells = cells_of(result).set_index("n")
+    assert not cells.loc[256, "usable"] and "0.99" in cells.loc[256, "reason"]
+    assert verdict_of(result).outcome == "untestable"
+    assert "only 2 of 3 sequence lengths meet the quality bar" in verdict_of(result).sentence
+    assert quoted(result, "ch5_cells_excluded") == 1
+    assert quoted(result, "ch5_models_in_excluded") == len(bad)
+    assert quoted(result, "ch5_copy_excluded_reasons").startswith("n = 256: 3 of 3 models at d_qk = 64")
+
+
+def test_not_converged_models_are_excluded_and_counted():
+    frame = rows("copy", {16: 4, 64: 6, 256: 8})
+    frame.loc[(frame.n == 256) & (frame.d_qk == 64), "converged"] = False
+    result = judged(frame)
+    assert not cells_of(result).set_index("n").loc[256, "usable"]
+    assert quoted(result, "ch5_not_converged") == 3
+
+
+def test_untestable_when_forms_cannot_be_told_apart():
+    fit = scaling.BootstrapForms(point=scaling.fit_forms([16, 64, 256], [4, 6, 9]), coefficient_ci={
+        f: {k: (0.0, 1.0) for k in scaling.fit_form(f, [16, 64, 256], [4, 6, 9]).coefficients} for f in scaling.FORMS},
+        loss_ci={f: (0.0, 1.0) for f in scaling.FORMS}, best="log", indistinguishable=("log", "linear"), replicates=10)
+    cells = pd.DataFrame({"task": "copy", "n": [16, 64, 256], "usable": True, "d_star": [4.0, 6.0, 9.0]})
+    verdict = chapter.task_verdict("copy", cells, fit, 3, 64, 64)
+    assert verdict.outcome == "untestable" and "cannot tell it apart from c·n" in verdict.sentence
+
+
+def test_noisy_seeds_widen_the_interval():
+    frame = rows("copy", {16: 4, 64: 8, 256: 16}, seeds=(0, 1, 2, 3), jitter=lambda n, s: {0: 2, 1: 4, 2: 8, 3: 30}[s])
+    cells = cells_of(judged(frame))
+    assert (cells.d_star_low < cells.d_star_high).all()
+    # the point estimate reads the seed mean: only the widest seed keeps it below 95 % before d_qk = 30
+    assert (cells.d_star == 30).all()
+
+
+def test_heads_above_the_ceiling_are_counted_from_the_rows():
+    frame = rows("copy", {16: 4, 64: 6, 256: 8})
+    frame["hardmax_rank"] = [[0.7 * n] if d == 64 else [1.0] for n, d in zip(frame.n, frame.d_qk)]
+    result = judged(frame)
+    assert len(result.frames["above_ceiling"]) == 3 * 3  # three seeds at d_qk = 64, three n
+    assert quoted(result, "ch5_heads_above_hardmax") == 9
+
+
+def test_search_order_top_first_then_bisection():
+    grid = [1, 2, 3, 4, 6, 8]
+    assert chapter.next_points(grid, {}, set(), None) == [8]
+    assert chapter.next_points(grid, {8: 0.5}, {8}, False) == []                 # missed the bar: stop
+    assert chapter.next_points(grid, {8: 1.0}, {8}, True) == [3]                 # middle of 1, 2, 3, 4, 6
+    assert chapter.next_points(grid, {3: 0.2, 8: 1.0}, {3, 8}, True) == [6]      # middle of 4, 6
+    assert chapter.next_points(grid, {3: 0.2, 6: 0.99, 8: 1.0}, {3, 6, 8}, True) == [4]
+    assert chapter.next_points(grid, {3: 0.2, 4: 0.5, 6: 0.99, 8: 1.0}, {3, 4, 6, 8}, True) == []
+
+
+def test_a_width_without_enough_converged_seeds_is_never_trained_again():
+    grid = [1, 2, 3, 4, 6, 8]
+    # d_qk = 1 trained but no seed converged: it has no mean, and the search must not ask for it again
+    assert chapter.next_points(grid, {2: 1.0, 4: 1.0, 8: 1.0}, {1, 2, 4, 8}, True) == []
+    # a trained width without enough converged seeds drops out: the bisection brackets with usable widths
+    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {16: 1.0}, {6, 16}, True) == [4]   # middle of 1 .. 12 without 6
+    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 16: 1.0}, {4, 6, 16}, True) == [12]
+    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 8: 0.99, 16: 1.0}, {4, 6, 8, 16}, True) == []
+    frame = rows("copy", {16: 4}, grid=[1, 2, 8])
+    frame.loc[frame.d_qk == 1, "converged"] = False
+    assert set(chapter.seed_means(frame, converged_only=False)[("copy", 16)]) == {1, 2, 8}
+    assert set(chapter.seed_means(frame)[("copy", 16)]) == {2, 8}
+
+
+def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
+    calls = []
+
+    def fake_point(task, n, d_qks, n_seeds, recipe, seed):
+        calls.append(tuple(d_qks))
+        return [{"d_qk": d, "model_seed": seed + i, "test_loss": 0.0, "test_accuracy": 1.0 if d >= 3 else 0.2,
+                 "converged": d != 1, "diverged": False, "stop_step": 10, "hardmax_rank": [1.0],
+                 "numerical_rank": [1.0], "hardmax_rank_targets": [1.0]} for d in d_qks for i in range(n_seeds)]
+
+    monkeypatch.setattr(chapter, "cell_point", fake_point)
+    monkeypatch.setattr(chapter, "run_sweep", lambda name, point, configs, seeds, progress: pd.DataFrame(
+        [{**c, "seed": s, **row} for c in configs for s in seeds for row in point(**c, seed=s)]))
+    frame = chapter.phase_diagram(["copy"], [16], [1, 2, 3, 4, 6, 8], 3, 0, training.Recipe(d_model=8), progress=False)
+    widths = [d for call in calls for d in call]
+    assert sorted(widths) == sorted(set(widths)) == [2, 3, 8]            # 8, then bisection: 3 (ok), 2 (fails)
+    assert len(frame) == 3 * 3
+
+
+def test_headline_and_curve_text():
+    verdicts = {"copy": chapter.Verdict("log", "", ""), "qsa": chapter.Verdict("untestable", "", "")}
+    assert chapter.headline(verdicts).startswith("Copy supports a width of order log n; qsa is untestable at this budget")
+    result = judged(rows("copy", {16: 4, 64: 6, 256: 8}))
+    assert chapter.curve_text(cells_of(result), "copy") == ("4 at n = 16 (95 % interval 4), 6 at n = 64 (95 % interval "
+                                                           "6) and 8 at n = 256 (95 % interval 8)")
+
+
+def test_sentences_and_tables_have_no_templates_or_ascii_maths():
+    frame = pd.concat([rows("copy", {16: 4, 64: 6}), rows("copy", {256: 8}, top_accuracy=0.9)], ignore_index=True)
+    results = [judged(frame), judged(rows("copy", {16: 4, 64: 6, 256: 8})), judged(rows("copy", {16: 4}), N_SEEDS=1)]
+    texts = [q.text() for r in results for q in r.quotes.values()] + [v.sentence for r in results
+                                                                      for v in r.verdicts.values()]
+    texts += [chapter.fits_view(r.data["fits_table"]).to_string() for r in results]
+    exact = chapter.fits_view(judged(rows("copy", {16: 2, 32: 4, 64: 6, 128: 8}), N_VALUES=[16, 32, 64, 128]).data["fits_table"])
+    assert exact.loc[("copy", "a + b·ln n"), "loss (95 % interval)"] == "0 (0)"       # an exact fit reads 0
+    for text in texts:
+        for pattern in (r"\w\(s\)", "`", r"\^", r"log n\)", r"sqrt\(", r"\d[eE][-+]?\d"):
+            assert not __import__("re").search(pattern, text), (pattern, text)
+
+
+def test_recipe_keeps_the_relative_rule_quiet_for_half_the_steps():
+    assert training.Recipe(steps=2000, eval_every=50).min_evals == 20
+
+
+def test_a_tiny_cell_trains_on_the_stacked_trainer():
+    recipe = training.Recipe(d_model=8, d_value=4, steps=30, eval_every=5, patience=2, n_train=64, n_val=16,
+                             n_test=16, tokens_per_step=64)
+    out = training.train_models("copy", 8, [1, 2], [0, 1], 0, recipe)
+    assert [(r["d_qk"], r["model_seed"]) for r in out] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    for r in out:
+        assert 0 <= r["test_accuracy"] <= 1 and r["stop_step"] <= 30
+        assert len(r["hardmax_rank"]) == 1 and 1 <= r["hardmax_rank"][0] <= 8
+        assert 1 <= r["numerical_rank"][0] <= 8 and r["hardmax_rank_targets"][0] <= 4
+    again = training.train_models("copy", 8, [1, 2], [0, 1], 0, recipe)
+    assert again == out
+
+
+def test_the_notebook_pastes_only_what_analyse_quotes():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from chapter_pattern import assert_notebook_follows_the_pattern, resolved_params
+
+    P = resolved_params(chapter, **{**params(TASKS=["copy", "reversal", "qsa"]), "SCHEDULER": None})
+    frame = pd.concat([rows(task, {16: 4, 64: 6, 256: 8}) for task in P["TASKS"]], ignore_index=True)
+    assert_notebook_follows_the_pattern("05_trained_synthetic", chapter.judge(P, frame, replicates=20))
+
+
+def test_visible_code_cells_are_short_except_figures():
+    import nbformat
+
+    from helpers import paths
+
+    nb = nbformat.read(paths.NBS_DIR / "05_trained_synthetic.ipynb", as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code" and "remove-cell" not in tags and "figure" not in cell.metadata.get("mystnb", {}):
+            assert len(cell.source.splitlines()) <= 25, cell.source[:80]
+
+
+def test_resolve_fills_the_mode_defaults_and_refuses_bad_combinations():
+    from helpers import parameters
+
+    def resolved(mode, **values):
+        P = parameters.validate(MODE=(mode, parameters.mode), SEED=(0, parameters.seed))
+        P.update({"N_VALUES": None, "D_QK": None, "N_SEEDS": None, "STEPS": None, "EVAL_EVERY": None,
+                  "D_MODEL": None, "PATIENCE": None, "SCHEDULER": None, **values})
+        return chapter.resolve(P)
+
+    full = resolved("full")
+    assert full["N_VALUES"] == [16, 32, 64, 128] and full["N_SEEDS"] >= 3 and full["SCHEDULER"] == "processes"
+    assert resolved("quick")["SCHEDULER"] is None and resolved("full", SCHEDULER="inprocess")["SCHEDULER"] == "inprocess"
+    with pytest.raises(parameters.ParameterError, match="D_QK"):
+        resolved("full", D_QK=[4, 2, 8])
+    with pytest.raises(parameters.ParameterError, match="D_QK"):
+        resolved("full", D_QK=[1, 64], D_MODEL=32)
+    with pytest.raises(parameters.ParameterError, match="STEPS"):
+        resolved("full", STEPS=100, EVAL_EVERY=50)
+
+
+def test_one_failing_seed_at_the_largest_width_excludes_the_cell():
+    frame = rows("copy", {16: 4, 64: 6, 256: 8})
+    frame.loc[(frame.n == 256) & (frame.d_qk == 64) & (frame.model_seed == 1), "test_accuracy"] = 0.98
+    cells = cells_of(judged(frame)).set_index("n")
+    assert not cells.loc[256, "usable"] and cells.loc[256, "reason"].startswith("1 of 3 models at d_qk = 64")
+    assert cells.loc[16, "usable"] and cells.loc[64, "usable"]
