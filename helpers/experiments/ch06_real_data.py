@@ -56,7 +56,8 @@ LICENCES = {
 N_PARAMS = {"shakespeare": "TEXT_N", "bbc": "BBC_N", "mnist": "IMAGE_N", "proteins": "PROTEIN_N"}
 # Full-mode cost, measured 2026-12-03 (load 6-10, so an upper bound): a stack of 12 text models (4 d_qk x 3 seeds,
 # 2048 tokens per model and step) costs 0.39 (n = 64) to 0.46 (n = 128) CPU seconds per step; no text model had
-# stopped by step 800 (n = 64) or 680 (n = 128). At the 2000-step cap a text stack is about 15 CPU minutes with its evaluations.
+# stopped by step 800 (n = 64) or 680 (n = 128). At the 2000-step cap a text stack is about 15 CPU minutes with its
+# evaluations.
 DEFAULTS = {                      # name -> (quick, full)
     "DOMAINS": (["shakespeare", "mnist", "bbc"], ["shakespeare", "mnist", "bbc"]),
     "TEXT_N": ([32], [64, 128]),
