@@ -23,12 +23,13 @@ at the largest d_qk (reference "last", baseline 0). Intervals: percentile bootst
 """
 
 import math
+import os
 import time
 
 import numpy as np
 import pandas as pd
 
-from .. import english, parameters, saturation, theory
+from .. import english, executors, parameters, saturation, theory
 from ..results import ChapterResult, Verdict
 from . import run_stacked_sweep, stack_configs
 from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
@@ -53,13 +54,17 @@ LICENCES = {
     "proteins": "a proteome (ENA project PRJEB85) shipped as test data with pyhmmer (MIT); ENA sequence data",
 }
 N_PARAMS = {"shakespeare": "TEXT_N", "bbc": "BBC_N", "mnist": "IMAGE_N", "proteins": "PROTEIN_N"}
+# Full-mode cost, measured 2026-12-03 (load 6-10, so an upper bound): a stack of 12 text models (4 d_qk x 3 seeds,
+# 2048 tokens per model and step) costs 0.39 (n = 64) to 0.46 (n = 128) CPU seconds per step; no text model had
+# stopped by step 800 (n = 64) or 680 (n = 128). At the 2000-step cap a text stack is about 15 CPU minutes with its
+# evaluations.
 DEFAULTS = {                      # name -> (quick, full)
     "DOMAINS": (["shakespeare", "mnist", "bbc"], ["shakespeare", "mnist", "bbc"]),
     "TEXT_N": ([32], [64, 128]),
     "BBC_N": ([32], [128]),
-    "IMAGE_N": ([16], [16, 49]),
+    "IMAGE_N": ([16], [16]),        # n = 49 costs about 5x n = 16 per step: by parameter
     "PROTEIN_N": ([32], [128]),
-    "D_QK": ([1, 2, 4], [1, 2, 4, 8, 16]),
+    "D_QK": ([1, 2, 4], [1, 2, 4, 16]),   # dense where the curves bend; 8 (and more) by parameter
     "N_SEEDS": (3, 3),
 }
 
@@ -83,7 +88,17 @@ def resolve(P):
                        f"an integer with (PATIENCE + 1) x {spec.eval_every} (the evaluation interval) <= MAX_STEPS "
                        f"({spec.max_steps}), so that early stopping can act")
     P["SPEC"] = spec.as_config()
+    P["SCHEDULER"] = default_scheduler(P.MODE, P.SCHEDULER)
     return P
+
+
+def default_scheduler(mode: str, scheduler):
+    """Where the stacks train: `scheduler` when given (or set by $HELPERS_DASK_SCHEDULER); otherwise full mode uses a
+    process pool (`helpers.executors.ProcessPool`: one worker per core, each stack on one thread), and quick mode
+    stays in-process (its stacks take seconds; starting workers would cost more)."""
+    if scheduler is not None or os.environ.get(executors.SCHEDULER_ENV):
+        return scheduler
+    return "processes" if mode == "full" else None
 
 
 def settings(P) -> list[tuple[str, int]]:

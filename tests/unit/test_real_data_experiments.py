@@ -45,6 +45,15 @@ def test_resolve_names_the_parameter_of_a_bad_n_and_a_patience_that_cannot_act()
     assert len(ch.stack_tasks(P)[0]["members"]) == 9
 
 
+def test_full_mode_trains_its_stacks_on_a_process_pool_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("HELPERS_DASK_SCHEDULER", raising=False)
+    assert ch.resolve(_params(MODE="full")).SCHEDULER == "processes"
+    assert ch.resolve(_params()).SCHEDULER is None                  # quick: in-process
+    assert ch.resolve(_params(MODE="full", SCHEDULER="local")).SCHEDULER == "local"
+    monkeypatch.setenv("HELPERS_DASK_SCHEDULER", "tcp://host:8786")
+    assert ch.resolve(_params(MODE="full")).SCHEDULER is None       # the environment's scheduler is used
+
+
 def _models(loss, hardmax, uniform_gap=0.2, metric_value=None, domain="shakespeare", n=64, d=(1, 2, 4, 8),
             diverged=()):
     """A constructed per-model table: `loss[i][j]` and `hardmax[i][j]` for seed i at d[j]."""
