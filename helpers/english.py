@@ -3,6 +3,7 @@
     number(0.000123)              "0.000123"     (significant digits, never e-notation)
     number(12.0)                  "12"           (integers as integers)
     number(3.7e-7, 2, power=True) "3.7 × 10⁻⁷"   (tiny or huge values as a power of ten; maths=True: "$3.7 \\times 10^{-7}$")
+    number(2e-5, power=True)      "2 × 10⁻⁵";   number(1e-5, power=True) -> "10⁻⁵"   (no trailing zeros, no "1 ×")
     plural(1, "seed")             "1 seed";   plural(3, "seed") -> "3 seeds";   plural(2, "axis", "axes") -> "2 axes"
     count_of(3, 12, "condition")  "3 of 12 conditions"
     join(["a", "b", "c"])         "a, b and c";   join([]) -> "none"
@@ -51,11 +52,13 @@ def number(value, digits: int = 3, power: bool = False, maths: bool = False) -> 
         return "0"
     whole = value == int(value) and abs(value) < POSITIONAL[1]
     if power and not whole and not POSITIONAL[0] <= abs(value) < POSITIONAL[1]:
-        exponent = math.floor(math.log10(abs(value)))
+        exponent = math.floor(math.log10(abs(float(f"{value:.{digits - 1}e}"))))   # 9.99e-5 -> 10⁻⁴, not "10.0 × 10⁻⁵"
         mantissa = f"{value / 10 ** exponent:.{digits - 1}f}"
-        if maths:
-            return f"${mantissa} \\times 10^{{{exponent}}}$"
-        return f"{mantissa} \u00d7 10{str(exponent).translate(_SUPERSCRIPT)}"
+        mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+        tens = f"10^{{{exponent}}}" if maths else f"10{str(exponent).translate(_SUPERSCRIPT)}"
+        times = " \\times " if maths else " \u00d7 "
+        text = tens if mantissa == "1" else ("-" + tens if mantissa == "-1" else mantissa + times + tens)
+        return f"${text}$" if maths else text
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
     text = f"{round(value, decimals):.{decimals}f}"
     if "." in text:

@@ -11,6 +11,7 @@ import numpy as np
 import seaborn as sns
 import torch
 
+from . import english
 from .errors import ArgumentError
 
 # The text column of the HTML book is 784 CSS px wide at a 1400 px window (measured in Chromium). A figure of
@@ -156,17 +157,10 @@ def table(frame, digits: int = 3, missing: str = "–"):
          {"selector": "td, th", "props": "padding: 0.15em 0.45em; text-align: right; white-space: normal;"}])
 
 
-_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
-
-
 def number_text(x: float) -> str:
-    """A float for a table or label: plain decimals from 0.001 up, a power of ten ("10⁻⁵", "2 × 10⁻⁵") below."""
-    if x == 0 or 1e-3 <= abs(x) < 1e6:
-        return format(x, "g")
-    exponent = int(np.floor(np.log10(abs(x))))
-    mantissa = x / 10 ** exponent
-    power = "10" + str(exponent).translate(_SUPERSCRIPT)
-    return power if round(mantissa, 1) == 1 else f"{mantissa:.1f} \u00d7 {power}"
+    """A float for a table or label: plain decimals from 0.001 up, a power of ten ("10⁻⁵", "2 × 10⁻⁵") below
+    (`english.number` with power=True, three significant digits)."""
+    return english.number(x, 3, power=True)
 
 
 def measure_text(measure: str) -> str:

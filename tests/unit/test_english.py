@@ -39,14 +39,16 @@ def test_signed_never_writes_a_negative_magnitude():
 
 
 @pytest.mark.parametrize("value, digits, text, maths", [
-    (3.7e-7, 2, "3.7 × 10⁻⁷", r"$3.7 \times 10^{-7}$"), (1e-5, 1, "1 × 10⁻⁵", r"$1 \times 10^{-5}$"),
+    (3.7e-7, 2, "3.7 × 10⁻⁷", r"$3.7 \times 10^{-7}$"), (1e-5, 1, "10⁻⁵", r"$10^{-5}$"),
+    (2e-5, 3, "2 × 10⁻⁵", r"$2 \times 10^{-5}$"), (-1e-9, 2, "-10⁻⁹", r"$-10^{-9}$"),
+    (9.99e-5, 2, "10⁻⁴", r"$10^{-4}$"),
     (2.5e12, 2, "2.5 × 10¹²", r"$2.5 \times 10^{12}$"), (-4.2e-4, 2, "-4.2 × 10⁻⁴", r"$-4.2 \times 10^{-4}$"),
     (64.0, 2, "64", "64"), (0.6321, 2, "0.63", "0.63"), (0.001, 2, "0.001", "0.001"), (1234.5, 2, "1234", "1234"),
     (12, 2, "12", "12"), (float("nan"), 2, "n/a", "n/a")])
 def test_number_with_powers_of_ten_for_tiny_and_huge_values(value, digits, text, maths):
     assert en.number(value, digits, power=True) == text
     assert en.number(value, digits, power=True, maths=True) == maths
-    mantissa = float(text.split(" ")[0]) if "10" in text and "×" in text else None
-    if mantissa is not None:         # the power text reads back as the value to `digits` significant digits
+    mantissa = float(text.split(" ")[0]) if "×" in text else (-1.0 if text.startswith("-10") else 1.0)
+    if "10" in text and text not in ("1234", "0.001"):         # the power text reads back as the value to `digits` significant digits
         exponent = int(text.split("10")[-1].translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")))
         assert mantissa * 10 ** exponent == pytest.approx(value, rel=10 ** (1 - digits))
