@@ -160,11 +160,17 @@ def better_outcome(a: float, a_se: float, b: float, b_se: float, seeds: int, z: 
 
 
 def scaling_fits(smallest: pd.DataFrame) -> dict:
-    """Least-squares c for r = c log n and r = c sqrt(n) over the settings given, with their root mean squared
-    residuals; and whether the data can tell them apart (at least 3 distinct n and the residuals differing by more
-    than a factor 2)."""
+    """Least-squares c for r = c log n and r = c sqrt(n), with their root mean squared residuals, within the one
+    domain that has the most distinct n (a scaling in n is read inside a domain: across domains the task changes with
+    n); and whether the data can tell the forms apart (at least 3 distinct n and residuals differing by more than a
+    factor 2)."""
     part = smallest[np.isfinite(smallest.smallest_r)]
-    out = {"points": int(len(part)), "distinct_n": int(part.n.nunique())}
+    domain = None
+    if "domain" in part and len(part):
+        counts = part.groupby("domain").n.agg(["nunique", "size"]).sort_values(["nunique", "size"], ascending=False)
+        domain = str(counts.index[0])
+        part = part[part.domain == domain]
+    out = {"points": int(len(part)), "distinct_n": int(part.n.nunique()), "domain": domain}
     for name, f in (("log", np.log), ("sqrt", np.sqrt)):
         x = f(part.n.to_numpy(float))
         y = part.smallest_r.to_numpy(float)
@@ -213,8 +219,8 @@ def scratch_verdict(table: pd.DataFrame) -> Verdict:
         sentence = "untestable at this budget (fewer than 3 seeds or no comparisons)"
         outcome = "untestable"
     else:
-        sentence = (f"of {english.count_of(testable, total, 'comparison')}, the truncated and fine-tuned wide model is "
-                    f"better in {counts['compressed']}, the model trained from scratch in {counts['scratch']}, and "
+        sentence = (f"{english.count_of(testable, total, 'comparison')} could be judged; the truncated and fine-tuned "
+                    f"wide model is better in {counts['compressed']}, the model trained from scratch in {counts['scratch']}, and "
                     f"they are indistinguishable (within {english.number(Z)} standard errors) in "
                     f"{counts['indistinguishable']}")
         outcome = max(("compressed", "scratch", "indistinguishable"), key=lambda k: counts[k])
@@ -272,17 +278,19 @@ def analyse(P) -> ChapterResult:
 def scaling_verdict(fit: dict) -> Verdict:
     """Which of r = c log n and r = c sqrt(n) fits the smallest r better, or "untestable at this budget"."""
     if not fit["decides"]:
-        sentence = (f"untestable at this budget: {english.plural(fit['points'], 'setting')} at "
+        where = f" of {fit['domain']}" if fit.get("domain") else ""
+        sentence = (f"untestable at this budget: {english.plural(fit['points'], 'setting')}{where} at "
                     f"{english.plural(fit['distinct_n'], 'distinct value')} of n cannot tell c·log n from c·√n (root mean "
-                    f"squared residuals {english.number(fit['rmse_log'], 2)} and {english.number(fit['rmse_sqrt'], 2)})")
+                    f"squared residuals {english.number(fit['rmse_log'], 2)} and {english.number(fit['rmse_sqrt'], 2)}; "
+                    f"a form is fitted within one domain and needs at least 3 values of n)")
         outcome = "untestable"
     else:
         best = "log" if fit["rmse_log"] < fit["rmse_sqrt"] else "sqrt"
-        sentence = (f"c·log n fits with root mean squared residual {english.number(fit['rmse_log'], 2)}, c·√n with "
+        sentence = (f"{'within ' + fit['domain'] + ', ' if fit.get('domain') else ''}c·log n fits with root mean squared residual {english.number(fit['rmse_log'], 2)}, c·√n with "
                     f"{english.number(fit['rmse_sqrt'], 2)}: the {'logarithmic' if best == 'log' else 'square-root'} "
                     f"form fits better")
         outcome = best
-    return Verdict(outcome, sentence, rule="decides with at least 3 distinct n and residuals differing by a factor 2",
+    return Verdict(outcome, sentence, rule="decides within one domain, with at least 3 distinct n and residuals differing by a factor 2",
                    evidence=fit)
 
 

@@ -135,6 +135,19 @@ def test_scaling_fits_recover_c_and_decide_only_with_three_n():
     assert ch.scaling_verdict(ch.scaling_fits(frame.iloc[:2])).outcome == "untestable"
 
 
+def test_scaling_is_fitted_within_one_domain():
+    """Two domains with two n each do not make three distinct n: across domains the task changes with n."""
+    frame = pd.DataFrame({"domain": ["mnist", "text", "text", "text"], "n": [16, 64, 128, 128],
+                          "smallest_r": [8.0, 13.0, 14.0, 15.0]})
+    fit = ch.scaling_fits(frame)
+    assert fit["domain"] == "text" and fit["distinct_n"] == 2 and fit["points"] == 3 and not fit["decides"]
+    assert ch.scaling_verdict(fit).outcome == "untestable" and "of text" in ch.scaling_verdict(fit).sentence
+    three = pd.concat([frame, pd.DataFrame({"domain": ["text"], "n": [256], "smallest_r": [2 * np.log(256)]})])
+    three.loc[three.domain == "text", "smallest_r"] = 2 * np.log(three[three.domain == "text"].n)
+    fit = ch.scaling_fits(three)
+    assert fit["domain"] == "text" and fit["decides"] and fit["c_log"] == pytest.approx(2.0)
+
+
 def test_rule_verdict_outcomes():
     table = ch.smallest_r_table(pd.concat([_comp({1: 1.005, 2: 1.0}), _comp({1: 1.3, 2: 1.0}).assign(n=128)]))
     share = {("bbc", 64): 0.5, ("bbc", 128): 0.5}
