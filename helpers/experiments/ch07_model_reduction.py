@@ -277,7 +277,10 @@ def analyse(P) -> ChapterResult:
 
 def scaling_verdict(fit: dict) -> Verdict:
     """Which of r = c log n and r = c sqrt(n) fits the smallest r better, or "untestable at this budget"."""
-    if not fit["decides"]:
+    if fit["points"] == 0:
+        sentence = "untestable at this budget: no setting that meets its bars has a smallest r to fit"
+        outcome = "untestable"
+    elif not fit["decides"]:
         where = f" of {fit['domain']}" if fit.get("domain") else ""
         sentence = (f"untestable at this budget: {english.plural(fit['points'], 'setting')}{where} at "
                     f"{english.plural(fit['distinct_n'], 'distinct value')} of n cannot tell c·log n from c·√n (root mean "

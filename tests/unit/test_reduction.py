@@ -135,6 +135,12 @@ def test_scaling_fits_recover_c_and_decide_only_with_three_n():
     assert ch.scaling_verdict(ch.scaling_fits(frame.iloc[:2])).outcome == "untestable"
 
 
+def test_scaling_verdict_without_points_says_so_in_words():
+    fit = ch.scaling_fits(pd.DataFrame({"domain": [], "n": [], "smallest_r": []}))
+    verdict = ch.scaling_verdict(fit)
+    assert verdict.outcome == "untestable" and "n/a" not in verdict.sentence and "0 settings" not in verdict.sentence
+
+
 def test_scaling_is_fitted_within_one_domain():
     """Two domains with two n each do not make three distinct n: across domains the task changes with n."""
     frame = pd.DataFrame({"domain": ["mnist", "text", "text", "text"], "n": [16, 64, 128, 128],
