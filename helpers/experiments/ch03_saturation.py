@@ -141,6 +141,17 @@ def trend_text(trend) -> str:
     return f"changes by a factor {english.number(trend, 3)}"
 
 
+def trend_sentence(loose, tight) -> str:
+    """Both definitions' slope trends as one sentence for the prose, without a dangling "cannot be measured (loose)"."""
+    missing = [t is None or np.isnan(t) for t in (loose, tight)]
+    if all(missing):
+        return ("The change of the local slope of the knee against log n cannot be measured on this grid: it needs at "
+                "least four knees per definition")
+    words = [trend_text(t) + f" ({name})" for t, name in ((loose, "loose"), (tight, "tight"))]
+    return ("From the first to the second half of the n range the local slope of the knee against log n "
+            f"{english.join(words)}, where a factor of 1 means a straight line in log n")
+
+
 def dimension_text(d99, dims) -> str:
     """Where the vertex share reaches 99 %: "from dimension 6 on", or that it lies beyond the largest dimension."""
     if d99 is None:
@@ -298,7 +309,6 @@ def _fits(P, result) -> None:
         part = fits[(fits.series == GAUSS) & (fits.definition == definition)]
         trend = part[part.form == "slope trend"].a.iloc[0]
         result.frames[f"ch3_{definition}_trend"] = trend
-        result.quote(f"ch3_{definition}_trend_text", trend_text(trend))
         result.verdict(f"ch3_verdict_{definition}", growth_verdict(part.to_dict(orient="records"), trend))
         gk = knees[(knees.series == GAUSS) & (knees.definition == definition)]
         result.quote(f"ch3_{definition}_points", int(gk.knee.notna().sum()), "d")
@@ -307,3 +317,4 @@ def _fits(P, result) -> None:
             result.quote(f"ch3_{definition}_vs_{key}", float(ratio.median()) if len(ratio) else None, fmt)
         sphere = knees[(knees.series == SPHERE) & (knees.definition == definition)].knee
         result.quote(f"ch3_{definition}_sphere_range", english.span(sphere.min(), sphere.max(), 3))
+    result.quote("ch3_trend_sentence", trend_sentence(result.frames["ch3_loose_trend"], result.frames["ch3_tight_trend"]))

@@ -379,5 +379,5 @@ def _saturation_quotes(P, q, sat, at_max, result) -> None:
         key = "hardmax" if label == "hardmax" else "numerical"
         values = inc[f"{label}_over_n"]
         result.quote(f"ch6_{key}_over_n_span",
-                     english.span(float(values.min()), float(values.max()), 2) if len(values) else
+                     english.span(float(values.min()), float(values.max()), 2) + " n" if len(values) else
                      "untestable at this budget (no setting meets its bar)")

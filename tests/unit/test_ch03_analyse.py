@@ -106,6 +106,14 @@ def test_trend_text(trend, text):
     assert chapter.trend_text(trend) == text
 
 
+def test_trend_sentence_reads_without_dangling_labels():
+    assert chapter.trend_sentence(1.92, 1.97).endswith("changes by a factor 1.92 (loose) and changes by a factor 1.97 "
+                                                      "(tight), where a factor of 1 means a straight line in log n")
+    both_missing = chapter.trend_sentence(float("nan"), None)
+    assert "(loose)" not in both_missing and "four knees" in both_missing
+    assert "cannot be measured (it needs at least four knees on the grid) (tight)" in chapter.trend_sentence(1.5, None)
+
+
 def test_dimension_text():
     assert chapter.dimension_text(6.0, [1, 2, 6, 8]) == "from dimension 6 on"
     assert chapter.dimension_text(None, [1, 2, 6, 8]) == "only beyond the largest dimension measured (8)"
