@@ -295,7 +295,7 @@ def together_verdict(outcomes: list[str], measure: str) -> Verdict:
         parts = [f"{counts['together']} together (overlapping 95 % intervals)",
                  f"{counts['rank_later']} with the rank saturating later",
                  f"{counts['loss_later']} with the loss saturating later"]
-        sentence = (f"of {english.count_of(testable, len(outcomes), 'setting')} that can decide, "
+        sentence = (f"{english.count_of(testable, len(outcomes), 'setting')} can decide: "
                     f"{english.join(parts)}")
         if counts["untestable"]:
             sentence += f"; {english.plural(counts['untestable'], 'setting')} untestable at this budget"

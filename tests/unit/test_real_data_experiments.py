@@ -130,7 +130,8 @@ def test_together_outcome(loss, rank, included, outcome):
 def test_together_verdict_counts_and_untestable():
     v = ch.together_verdict(["together", "rank_later", "untestable"], "hardmax")
     assert v.evidence["together"] == 1 and v.evidence["rank_later"] == 1 and v.evidence["untestable"] == 1
-    assert "2 of 3 settings" in v.sentence and "untestable" in v.sentence
+    assert v.sentence.startswith("2 of 3 settings can decide: 1 together") and "untestable" in v.sentence
+    assert "of 2 of 3" not in v.sentence
     assert ch.together_verdict(["untestable"] * 2, "hardmax").outcome == "untestable"
 
 
