@@ -45,6 +45,13 @@ class Params(dict):
         """Parameter `name`, or the quick or full default of `MODE` when it is None."""
         return self.default(name, by_mode(self["MODE"], quick, full))
 
+    def fill_mode_defaults(self, defaults: dict[str, tuple]) -> "Params":
+        """Set each parameter of `defaults` (`{name: (quick, full)}`) left at None to its `MODE` default (remembered
+        in `resolved`). Lists of numbers (grids) come out sorted; lists of names keep the order given."""
+        for name, (quick, full) in defaults.items():
+            self[name] = _grid_sorted(self.default(name, _grid_sorted(by_mode(self["MODE"], quick, full))))
+        return self
+
 
 Checker = Callable[[str, object], object]
 
@@ -67,6 +74,12 @@ def by_mode(mode: str, quick, full):
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _grid_sorted(value):
+    """A list of numbers sorted (a grid); anything else (a list of names, a scalar) as it is."""
+    is_grid = isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    return sorted(value) if is_grid else value
 
 
 def mode(name: str, value) -> str:

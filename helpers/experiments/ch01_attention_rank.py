@@ -27,8 +27,7 @@ RULE_MAX_D_HEAD = 64                                             # the d_h + 1 r
 
 def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved) and check that the scale grid contains beta = 1."""
-    for name, (quick, full) in DEFAULTS.items():
-        P[name] = P.mode_default(name, quick=quick, full=full)
+    P.fill_mode_defaults(DEFAULTS)
     decades = SCALE_RANGE[1] - SCALE_RANGE[0]
     parameters.require((P.SCALES - 1) % decades == 0, "SCALES", P.SCALES,
                        f"1 + {decades:g} k for an integer k (so that the grid contains the usual scale 1)")

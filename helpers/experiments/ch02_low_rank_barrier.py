@@ -33,10 +33,7 @@ CI_Z = 1.96                    # 95 % normal intervals for a mean
 
 def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved); lists sorted."""
-    for name, (quick, full) in DEFAULTS.items():
-        value = P.mode_default(name, quick=quick, full=full)
-        P[name] = sorted(value) if isinstance(value, list) else value
-    return P
+    return P.fill_mode_defaults(DEFAULTS)
 
 
 # ------------------------------------------------------------------------------------------------ verdict rules

@@ -178,8 +178,8 @@ DEFAULTS = {"N_VALUES": ([16, 64, 256], [16, 32, 64, 128, 256, 512, 1024]),
             "D_HEADS": ([2**k for k in range(11)],
                         [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048]),
             "TRIALS": (4, 8), "SVD_TRIALS": (1, 2), "HULL_N_VALUES": ([16, 64], [16, 64, 256]),
-            "HULL_DIMS": ([1, 2, 3, 4, 6, 8], [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]), "HULL_TRIALS": (2, 3),
-            "BOOTSTRAP": (40, 100)}   # (quick, full); BOOTSTRAP: resamples of the knee intervals (not a parameter)
+            "HULL_DIMS": ([1, 2, 3, 4, 6, 8], [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]), "HULL_TRIALS": (2, 3)}   # (quick, full)
+BOOTSTRAP = (40, 100)   # (quick, full) resamples of the knee intervals (not a parameter)
 GAUSS, SPHERE = "hardmax, gaussian keys", "hardmax, sphere keys"
 SERIES = (GAUSS, SPHERE, "softmax, numerical rank", "softmax, effective rank")
 MODEL_FROM_DH = 16   # the norm-bias model's error is measured from this d_h up (it is an asymptotic model)
@@ -188,9 +188,8 @@ SPHERE_FROM_DH = 8   # the sphere-key ratio is quoted at the first grid d_h from
 
 def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved) and check the constraints that link parameters."""
-    for name, (quick, full) in DEFAULTS.items():
-        value = P.mode_default(name, quick=quick, full=full) if name in P else parameters.by_mode(P.MODE, quick, full)
-        P[name] = sorted(value) if isinstance(value, list) else value
+    P.fill_mode_defaults(DEFAULTS)
+    P["BOOTSTRAP"] = parameters.by_mode(P.MODE, *BOOTSTRAP)
     parameters.require(P.TIGHT > P.LOOSE, "TIGHT", P.TIGHT, f"a number above LOOSE = {P.LOOSE}")
     return P
 

@@ -204,9 +204,7 @@ CRIT_N = ([16, 256, 4096], [16 * 4**k for k in range(8)])  # plus CRIT_N_MAX
 def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved), derive the fixed case lists, check that the
     calibration lengths are off the held-out grid."""
-    for name, (quick, full) in DEFAULTS.items():
-        value = P.mode_default(name, quick=quick, full=full)
-        P[name] = sorted(value) if isinstance(value, list) else value
+    P.fill_mode_defaults(DEFAULTS)
     parameters.require(not set(P.CALIB_N_VALUES) & set(P.N_VALUES), "CALIB_N_VALUES", P.CALIB_N_VALUES,
                        f"n values that are not on the held-out grid N_VALUES = {P.N_VALUES}")
     P["IDENTITY_CASES"] = parameters.by_mode(P.MODE, *IDENTITY_CASES)

@@ -163,9 +163,7 @@ SAT_CONDITIONS = (("hardmax", "unit", "hardmax", None), ("hardmax", "unit", "har
 
 def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved) and check the constraints that link parameters."""
-    for name, (quick, full) in DEFAULTS.items():
-        value = P.mode_default(name, quick=quick, full=full)
-        P[name] = sorted(value) if isinstance(value, list) else value
+    P.fill_mode_defaults(DEFAULTS)
     P["INPUTS"] = P.default("INPUTS", list(attention.INPUT_KINDS))
     parameters.require(P.D_MODEL >= max(P.D_HEADS), "D_MODEL", P.D_MODEL,
                        f"an integer >= the largest d_h ({max(P.D_HEADS)})")

@@ -136,8 +136,7 @@ def run_trained(tasks, n, steps, d_model, n_heads, n_layers, examples, seeds):
 # ------------------------------------------------------------------------------------------------ the chapter
 def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved) and check the constraints that link parameters."""
-    for name, (quick, full) in DEFAULTS.items():
-        P[name] = P.mode_default(name, quick=quick, full=full)
+    P.fill_mode_defaults(DEFAULTS)
     parameters.require(P.D_HEAD % 2 == 0, "D_HEAD", P.D_HEAD,
                        "an even integer (sinusoidal positions come in sin/cos pairs)")
     parameters.require(cx.previous_token_condition(P.N, P.D_HEAD), "D_HEAD", P.D_HEAD,

@@ -132,9 +132,7 @@ def head_grid(heads: pd.DataFrame, measure: str, n: int, weights: str = "pretrai
 def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved): corpora, window lengths, windows and tolerances."""
     P["CORPORA"] = P.default("CORPORA", list(minilm.CORPORA))
-    for name, (quick, full) in DEFAULTS.items():
-        P[name] = P.mode_default(name, quick=quick, full=full)
-    P["N_VALUES"] = sorted(P.N_VALUES)
+    P.fill_mode_defaults(DEFAULTS)
     P["TOLERANCES"] = sorted(set(P.default("TOLERANCES", TOLERANCES)) | {HEADLINE_TOL}, reverse=True)
     return P
 

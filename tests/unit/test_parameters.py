@@ -62,3 +62,17 @@ def test_mode_default_fills_in_none_and_remembers_it(mode, expected):
     assert P.mode_default("STEPS", quick=10, full=20) == 40  # a given value wins
     assert P.resolved == {"N_VALUES": expected}
     assert P.N_VALUES is None  # the parameter itself keeps what the user gave
+
+
+@pytest.mark.parametrize("mode", ["quick", "full"])
+def test_fill_mode_defaults_fills_only_none_records_it_and_sorts_only_grids(mode):
+    defaults = {"N_VALUES": ([16, 8], [64, 32, 128]), "STEPS": (10, 20), "TASKS": (["qsa", "copy"], ["qsa", "copy"]),
+                "D_QK": ([1], [1])}
+    P = parameters.Params(MODE=mode, N_VALUES=None, STEPS=None, TASKS=["reversal", "copy"], D_QK=[4, 2, 8])
+    assert P.fill_mode_defaults(defaults) is P
+    quick = mode == "quick"
+    assert P.N_VALUES == ([8, 16] if quick else [32, 64, 128]), "the mode's default, sorted"
+    assert P.STEPS == (10 if quick else 20)
+    assert P.TASKS == ["reversal", "copy"], "a given list of names keeps its order"
+    assert P.D_QK == [2, 4, 8], "a given grid is sorted"
+    assert P.resolved == {"N_VALUES": P.N_VALUES, "STEPS": P.STEPS}, "exactly the values filled in, as used"
