@@ -45,11 +45,13 @@ class Params(dict):
         """Parameter `name`, or the quick or full default of `MODE` when it is None."""
         return self.default(name, by_mode(self["MODE"], quick, full))
 
-    def fill_mode_defaults(self, defaults: dict[str, tuple]) -> "Params":
+    def fill_mode_defaults(self, defaults: dict[str, tuple], keep_order: tuple[str, ...] = ()) -> "Params":
         """Set each parameter of `defaults` (`{name: (quick, full)}`) left at None to its `MODE` default (remembered
-        in `resolved`). Lists of numbers (grids) come out sorted; lists of names keep the order given."""
+        in `resolved`). Lists of numbers (grids) come out sorted, except those named in `keep_order` (a chapter that
+        refuses a grid given out of order); lists of names keep the order given."""
         for name, (quick, full) in defaults.items():
-            self[name] = _grid_sorted(self.default(name, _grid_sorted(by_mode(self["MODE"], quick, full))))
+            order = (lambda value: value) if name in keep_order else _grid_sorted
+            self[name] = order(self.default(name, order(by_mode(self["MODE"], quick, full))))
         return self
 
 

@@ -76,3 +76,6 @@ def test_fill_mode_defaults_fills_only_none_records_it_and_sorts_only_grids(mode
     assert P.TASKS == ["reversal", "copy"], "a given list of names keeps its order"
     assert P.D_QK == [2, 4, 8], "a given grid is sorted"
     assert P.resolved == {"N_VALUES": P.N_VALUES, "STEPS": P.STEPS}, "exactly the values filled in, as used"
+    kept = parameters.Params(MODE=mode, N_VALUES=None, D_QK=[4, 2, 8]).fill_mode_defaults(
+        {"N_VALUES": ([16, 8], [16, 8]), "D_QK": ([1], [1])}, keep_order=("D_QK",))
+    assert kept.D_QK == [4, 2, 8] and kept.N_VALUES == [8, 16], "keep_order leaves only the grids it names as given"
