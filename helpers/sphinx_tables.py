@@ -31,7 +31,9 @@ class TableFigures(SphinxTransform):
         for figure in list(self.document.findall(is_table_figure)):
             table = output_table(figure.rawsource, *figure.children, **figure.attributes)
             captions = [child for child in table.children if isinstance(child, nodes.caption)]
-            table.children = captions + [child for child in table.children if child not in captions]
+            # docutils closes <figcaption> only at the end of a figure (a caption comes last there), so close it here
+            end = [nodes.raw("", "</figcaption>\n", format="html")] if captions else []
+            table.children = captions + end + [child for child in table.children if child not in captions]
             table["classes"].append("output-table")
             figure.replace_self(table)
             for node_id in table["ids"]:  # the labels point at the node by id
@@ -39,11 +41,16 @@ class TableFigures(SphinxTransform):
 
 
 def _visit(self, node):
-    self.visit_figure(node)
+    node.setdefault("align", "default")
+    # no side padding: a table as wide as the column must not overflow the figure's inner box
+    self.body.append(self.starttag(node, "figure", CLASS=f"align-{node['align']}",
+                                   style="padding-left: 0; padding-right: 0"))
 
 
 def _depart(self, node):
-    self.depart_figure(node)
+    if any(isinstance(child, nodes.legend) for child in node):  # a legend opened a <figcaption> of its own
+        self.body.append("</figcaption>\n")
+    self.body.append("</figure>\n")
 
 
 def setup(app):

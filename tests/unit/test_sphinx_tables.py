@@ -51,6 +51,8 @@ def test_tables_are_numbered_in_their_own_sequence_with_the_caption_first(page):
         assert text in element.find("figcaption").get_text()
         html = str(element)
         assert html.index("<figcaption") < html.index("<table"), "the caption sits above the table"
+        assert element.find("figcaption").find("table") is None, "the caption is closed before the table"
+        assert html.count("<figcaption") == html.count("</figcaption>") == 1
     assert page.find(id="fig-one").find(class_="caption-number").get_text(strip=True) == "Figure 1.1"
 
 
