@@ -150,39 +150,75 @@ class ModelStack:
                 raise ArgumentError(f"models[{i}].cfg.{k}", other[k],
                                      f"{base[k]!r} as in models[0]: a stack holds one family (only d_head may "
                                      f"differ; set d_value to hold the value width fixed)")
-        first = self.configs[0]
-        dims = [cfg.head_dim for cfg in self.configs]
-        if first.dropout:
-            raise ArgumentError("models[0].cfg.dropout", first.dropout, "0 in a stack")
-        self.d_heads = dims
-        self.padded = max(dims)
-        self.template = replace(first, d_head=self.padded, d_value=first.value_dim)
+        if self.configs[0].dropout:
+            raise ArgumentError("models[0].cfg.dropout", self.configs[0].dropout, "0 in a stack")
         self.attention = attention
-        device = next(models[0].parameters()).device
-        self.scales = torch.tensor([cfg.attn_scale for cfg in self.configs], device=device)
         names = [name for name, _ in models[0].named_parameters()]
+        slices = {name: [m.get_parameter(name).detach() for m in models] for name in names}
+        self._assemble(self.configs, slices, next(models[0].parameters()).device)
+
+    def _assemble(self, configs: list, slices: dict, device) -> None:
+        """Stack `slices` {parameter name: one unpadded tensor per model} of models with `configs`."""
+        first = configs[0]
+        dims = [cfg.head_dim for cfg in configs]
+        self.configs, self.d_heads, self.padded = list(configs), dims, max(dims)
+        self.template = replace(first, d_head=self.padded, d_value=first.value_dim)
+        self.scales = torch.tensor([cfg.attn_scale for cfg in configs], device=device)
         rope = first.pos == "rope"
         self._rows = [_qkv_rows(first.n_heads, d, first.value_dim, self.padded, rope).to(device) for d in dims]
-        self.params, self.masks = {}, {}
+        self.masks = {}
+        if len(set(dims)) > 1:
+            for name in slices:
+                if ".attn.qkv." in name:
+                    self.masks[name] = self.pad(name, [torch.ones_like(v) for v in slices[name]])
         with torch.no_grad():
-            for name in names:
-                slices = [dict(m.named_parameters())[name].detach() for m in models]
-                if ".attn.qkv." in name and len(set(dims)) > 1:
-                    padded_shape = (first.n_heads * (2 * self.padded + first.value_dim),) + slices[0].shape[1:]
-                    stacked = torch.zeros((len(models),) + padded_shape, device=device)
-                    for i, (rows, value) in enumerate(zip(self._rows, slices)):
-                        stacked[i, rows] = value
-                    mask = torch.zeros_like(stacked)
-                    for i, rows in enumerate(self._rows):
-                        mask[i, rows] = 1.0
-                    self.masks[name] = mask
-                else:
-                    stacked = torch.stack(slices)
-                self.params[name] = stacked.clone().requires_grad_(True)
-        self.ndims = {name: models[0].get_parameter(name).ndim for name in names}  # decay only matrices
+            self.params = {name: self.pad(name, values).requires_grad_(True) for name, values in slices.items()}
+        self.ndims = {name: values[0].ndim for name, values in slices.items()}  # decay only matrices
         self.pos_table = (sinusoidal_table(first.max_len, first.d_model, dtype=torch.float32).to(device)
                           if first.pos == "sinusoidal" else None)
         self.rotary = _rotary_tables(dims, self.padded, first.max_len, device) if rope else None
+
+    def _padded(self, name: str) -> bool:
+        """Whether parameter `name` is laid out padded (the query/key rows, when the widths differ)."""
+        return ".attn.qkv." in name and len(set(self.d_heads)) > 1
+
+    def pad(self, name: str, values: list) -> torch.Tensor:
+        """One unpadded tensor per model of parameter `name` (or of anything shaped like it) -> `(M, *padded)`:
+        query/key rows placed in the padded layout, zeros on the padding."""
+        if not self._padded(name):
+            return torch.stack([v.detach() for v in values]).clone()
+        cfg = self.template
+        shape = (cfg.n_heads * (2 * self.padded + cfg.value_dim),) + values[0].shape[1:]
+        out = torch.zeros((len(values),) + shape, dtype=values[0].dtype, device=values[0].device)
+        for i, (rows, value) in enumerate(zip(self._rows, values)):
+            out[i, rows] = value.detach()
+        return out
+
+    def unpad(self, name: str, stacked: torch.Tensor, index: int) -> torch.Tensor:
+        """Model `index`'s unpadded slice of a `(M, *padded)` tensor laid out like parameter `name` (a view)."""
+        return stacked[index][self._rows[index]] if self._padded(name) else stacked[index]
+
+    def take(self, indices: list[int], tensors: dict | None = None) -> tuple["ModelStack", dict]:
+        """The members `indices` as a new stack, padded to their own largest d_head (parameters copied), and
+        `tensors` {parameter name: `(M, *padded)`} (optimizer moments, say) regrouped the same way."""
+        sub = object.__new__(ModelStack)
+        sub.attention = self.attention
+        sub._assemble([self.configs[i] for i in indices],
+                      {name: [self.unpad(name, v.detach(), i) for i in indices] for name, v in self.params.items()},
+                      self.device)
+        regrouped = {name: sub.pad(name, [self.unpad(name, t, i) for i in indices])
+                     for name, t in (tensors or {}).items()}
+        return sub, regrouped
+
+    @torch.no_grad()
+    def put(self, sub: "ModelStack", pairs: list[tuple[int, int]]) -> None:
+        """Copy member j of `sub` into member i of this stack, for every (j, i) of `pairs` (same family)."""
+        for name, value in self.params.items():
+            for j, i in pairs:
+                if self._padded(name):
+                    value[i, self._rows[i]] = sub.unpad(name, sub.params[name], j)
+                else:
+                    value[i] = sub.unpad(name, sub.params[name], j)
 
     @classmethod
     def build(cls, configs: list, seeds: list[int], device=None, attention: str = "fast") -> "ModelStack":
@@ -236,11 +272,7 @@ class ModelStack:
 
     def state_dict(self, index: int) -> dict:
         """Model `index`'s parameters, unpadded, as a standalone state dict (detached copies)."""
-        out = {}
-        for name, value in self.params.items():
-            value = value[index].detach()
-            out[name] = (value[self._rows[index]] if name in self.masks else value).clone()
-        return out
+        return {name: self.unpad(name, value.detach(), index).clone() for name, value in self.params.items()}
 
     def models(self, device=None) -> list[Transformer]:
         """The stack split back into standalone models (on `device`, default the stack's)."""
