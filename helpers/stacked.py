@@ -26,6 +26,17 @@ model by model (a test checks 1e-5 after 20 steps). AdamW is elementwise, so one
 tensors is per-model state; gradient clipping uses each model's own gradient norm. A model that stopped (or
 diverged) does not move at all afterwards: its update, momentum and step count are masked out.
 
+**Stopped models leave the computation** (`compact=True`, the default). A stack would otherwise compute every
+model until its slowest one stops. At the first step after any model stopped, the active models are copied into
+a smaller stack (`ModelStack.take`, padded to their own largest d_head; `StackedAdamW.take` carries their moments
+and step counts), and the stopped ones are written back to the caller's stack (`ModelStack.put`), which holds
+every model's final parameters when `train_stack` returns. Stopping is checked only every `eval_every` steps, so
+this costs at most one copy of a few small tensors per check (far below one training step), which is why there is
+no threshold on the share of stopped models: any stopped model is pure waste from then on. Each model computes
+the same numbers as before (padding is exact), so weights, histories and statuses agree with `compact=False`
+and with training alone (a test checks both to 1e-5); `result.compactions` lists each shrink (step, models
+left, padded width).
+
 **Stopping rule.** Every `eval_every` steps each model is scored on held-out validation examples (the last
 `val_examples` training examples, never trained on). A model stops, *converged*, when none of its last
 `patience` evaluations improved on the best earlier validation loss by more than `min_improvement` (0.5 %
@@ -59,7 +70,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -198,17 +209,19 @@ class ModelStack:
         """Model `index`'s unpadded slice of a `(M, *padded)` tensor laid out like parameter `name` (a view)."""
         return stacked[index][self._rows[index]] if self._padded(name) else stacked[index]
 
-    def take(self, indices: list[int], tensors: dict | None = None) -> tuple["ModelStack", dict]:
-        """The members `indices` as a new stack, padded to their own largest d_head (parameters copied), and
-        `tensors` {parameter name: `(M, *padded)`} (optimizer moments, say) regrouped the same way."""
+    def take(self, indices: list[int]) -> "ModelStack":
+        """The members `indices` as a new stack, padded to their own largest d_head (parameters copied)."""
         sub = object.__new__(ModelStack)
         sub.attention = self.attention
         sub._assemble([self.configs[i] for i in indices],
                       {name: [self.unpad(name, v.detach(), i) for i in indices] for name, v in self.params.items()},
                       self.device)
-        regrouped = {name: sub.pad(name, [self.unpad(name, t, i) for i in indices])
-                     for name, t in (tensors or {}).items()}
-        return sub, regrouped
+        return sub
+
+    def regroup(self, sub: "ModelStack", indices: list[int], tensors: dict) -> dict:
+        """{name: `(M, *padded)` laid out like parameter name} (optimizer moments, say) -> the same for the members
+        `indices`, in the layout of `sub = self.take(indices)`."""
+        return {name: sub.pad(name, [self.unpad(name, t, i) for i in indices]) for name, t in tensors.items()}
 
     @torch.no_grad()
     def put(self, sub: "ModelStack", pairs: list[tuple[int, int]]) -> None:
@@ -439,6 +452,15 @@ class StackedAdamW:
         self.exp_avg_sq = {k: torch.zeros_like(v) for k, v in stack.params.items()}
         self.steps = torch.zeros(len(stack), dtype=torch.float64, device=stack.device)
 
+    def take(self, sub: ModelStack, indices: list[int]) -> "StackedAdamW":
+        """This optimizer's state for the members `indices`, on `sub = stack.take(indices)[0]`."""
+        out = StackedAdamW.__new__(StackedAdamW)
+        out.stack, out.weight_decay, out.betas, out.eps = sub, self.weight_decay, self.betas, self.eps
+        out.exp_avg = self.stack.regroup(sub, indices, self.exp_avg)
+        out.exp_avg_sq = self.stack.regroup(sub, indices, self.exp_avg_sq)
+        out.steps = self.steps[torch.tensor(indices, device=self.steps.device)]
+        return out
+
     @torch.no_grad()
     def step(self, lr: float, active: torch.Tensor) -> None:
         beta1, beta2 = self.betas
@@ -483,6 +505,7 @@ class StackResult:
 
     history: pd.DataFrame
     status: pd.DataFrame
+    compactions: list = field(default_factory=list)  # {step, models, d_head} each time the stack shrank
 
 
 def _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples, loss_floor, min_evals):
@@ -540,12 +563,14 @@ def train_stack(
     progress: bool = True,
     log_every: int | None = None,
     threads: int | None = None,
+    compact: bool = True,
 ) -> StackResult:
     """Train every model of `stack` in place on `data.train_*`, model i with data order `seeds[i]`.
 
     Arguments as in `helpers.train.train` (warm-up, cosine schedule, clip, eval_every), per model; plus the
     stopping rule of the module doc (`patience`, `min_improvement`, `loss_floor`, `min_evals`, `val_examples`:
     default min(512, a tenth of the training examples) when patience is set, 0 otherwise). threads: CPU threads (None: torch's setting).
+    compact: drop stopped models from the computation (module doc); False keeps computing them, masked.
     `result.status` has, per model: model, d_head, seed, converged (stopped by the rule), stop_step (the
     step its parameters are from), diverged, error, val_loss, test_loss, test_accuracy. `history` rows: model,
     step, metric ("train_loss", "lr", "val_loss", "test_loss", "test_accuracy", "seconds"), value.
@@ -559,6 +584,8 @@ def train_stack(
         raise ArgumentError("eval_every", eval_every, "an integer >= 1 when patience is set")
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
         raise ArgumentError("threads", threads, "None or a positive integer")
+    if not isinstance(compact, bool):
+        raise ArgumentError("compact", compact, "True (drop stopped models from the computation) or False")
     if patience is not None and val_examples is None:
         val_examples = max(1, min(512, len(data.train_x) // 10))
     val_examples = val_examples if patience is not None else 0
@@ -569,33 +596,59 @@ def train_stack(
     train_x, train_y = data.train_x[:n_train].to(device), data.train_y[:n_train].to(device)
     val_x, val_y = data.train_x[n_train:], data.train_y[n_train:]
     orders = [BatchOrder(n_train, seed) for seed in seeds]
-    optimizer = StackedAdamW(stack, weight_decay)
+    # `work` is the stack that trains: `stack` itself until a model stops, then (compact=True) a smaller stack of
+    # the models still active, whose row j is model members[j] of `stack` (indices below are `stack`'s)
+    work, members = stack, list(range(m))
+    optimizer = StackedAdamW(work, weight_decay)
     active = torch.ones(m, dtype=torch.bool, device=device)
     stop_step = [steps] * m
     converged, errors = [False] * m, [None] * m
     val_history: list[list[float]] = [[] for _ in range(m)]
     rows: list[dict] = []
+    compactions: list[dict] = []
     started = time.perf_counter()
 
-    def log(step, metric, values, which=None):
-        for i in (range(m) if which is None else which):
+    def log(step, metric, values, which):
+        for i in which:
             rows.append({"model": i, "step": step, "metric": metric, "value": float(values[i])})
+
+    def spread(local: torch.Tensor) -> list[float]:
+        """Values of `work`'s rows -> a list over every model of `stack` (NaN for the models not in `work`)."""
+        out = [math.nan] * m
+        for j, i in enumerate(members):
+            out[i] = float(local[j])
+        return out
 
     def checkpoint(step, final=False):
         live = active.nonzero().flatten().tolist()
+        if final and work is not stack:
+            stack.put(work, list(enumerate(members)))
         which = range(m) if final or step == 0 else live
-        scores = evaluate_stack(stack, data.test_x, data.test_y, batch_size=max(batch_size, 256))
-        log(step, "test_loss", scores["loss"].tolist(), which)
-        log(step, "test_accuracy", scores["accuracy"].tolist(), which)
+        scored = stack if final else work
+        scores = evaluate_stack(scored, data.test_x, data.test_y, batch_size=max(batch_size, 256))
+        if not final:
+            scores = {k: spread(v) for k, v in scores.items()}
+        log(step, "test_loss", scores["loss"], which)
+        log(step, "test_accuracy", scores["accuracy"], which)
         log(step, "seconds", [time.perf_counter() - started] * m, which)
         if val_examples and not final:
-            val = evaluate_stack(stack, val_x, val_y, batch_size=max(batch_size, 256))["loss"].tolist()
+            val = spread(evaluate_stack(work, val_x, val_y, batch_size=max(batch_size, 256))["loss"])
             log(step, "val_loss", val, live)
             for i in live:
                 val_history[i].append(val[i])
                 if step and should_stop(val_history[i], patience, min_improvement, loss_floor, min_evals):
                     active[i], stop_step[i], converged[i] = False, step, True
         return scores
+
+    def shrink(step):
+        """Drop the stopped models from `work` (their parameters go back to `stack`, where they stay)."""
+        nonlocal work, optimizer, members
+        keep = [j for j, i in enumerate(members) if active[i]]
+        if work is not stack:  # (while `work` is `stack`, it already holds them)
+            stack.put(work, [(j, i) for j, i in enumerate(members) if not active[i]])
+        work, optimizer = (sub := work.take(keep)), optimizer.take(sub, keep)
+        members = [members[j] for j in keep]
+        compactions.append({"step": step, "models": len(members), "d_head": work.padded})
 
     with torch_threads(threads):  # see helpers.threads
         bar = tqdm(total=steps, desc=f"stack of {m} on {data.name}", file=sys.stderr, disable=not progress,
@@ -605,31 +658,37 @@ def train_stack(
             checkpoint(0)
             step = 0
             for step in range(1, steps + 1):
-                if not bool(active.any()):
+                live = int(active.sum())
+                if not live:
                     break
-                index = torch.stack([order.next(batch_size) for order in orders]).to(device)  # (M, batch)
-                losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index], with_hits=False)
+                if compact and live < len(members):
+                    shrink(step - 1)
+                rows_active = active[torch.tensor(members, device=device)]          # (len(work),)
+                index = torch.stack([orders[i].next(batch_size) for i in members]).to(device)  # (len(work), batch)
+                losses, _, _ = stacked_loss(work(train_x[index]), train_y[index], with_hits=False)
                 finite = torch.isfinite(losses.detach())
-                bad = (active & ~finite).nonzero().flatten().tolist()
+                bad = (rows_active & ~finite).nonzero().flatten().tolist()
                 rate = lr * lr_factor(step - 1, steps, warmup, final_lr_ratio)
-                for i in bad:
-                    active[i], stop_step[i] = False, step - 1
+                for j in bad:
+                    i = members[j]
+                    active[i], rows_active[j], stop_step[i] = False, False, step - 1
                     errors[i] = (f"model {i} (d_head={stack.d_heads[i]}, seed={seeds[i]}): the training loss became "
-                                 f"{losses[i].item()} at step {step} (lr={rate:.3g}, base lr={lr}); lower lr, keep "
+                                 f"{losses[j].item()} at step {step} (lr={rate:.3g}, base lr={lr}); lower lr, keep "
                                  f"clip on, or check the inputs")
-                for p in stack.params.values():
+                for p in work.params.values():
                     p.grad = None
-                torch.where(active, losses, torch.zeros_like(losses)).sum().backward()
-                for name, mask in stack.masks.items():
-                    stack.params[name].grad.mul_(mask)
+                torch.where(rows_active, losses, torch.zeros_like(losses)).sum().backward()
+                for name, mask in work.masks.items():
+                    work.params[name].grad.mul_(mask)
                 if clip is not None:
-                    clip_per_model(stack, clip)
-                optimizer.step(rate, active)
-                running += torch.where(finite, losses.detach(), torch.zeros_like(losses)).double().cpu()
+                    clip_per_model(work, clip)
+                optimizer.step(rate, rows_active)
+                running[members] += torch.where(finite, losses.detach(), torch.zeros_like(losses)).double().cpu()
                 count += 1
                 if step % log_every == 0 or step == steps:
-                    log(step, "train_loss", (running / count).tolist(), active.nonzero().flatten().tolist())
-                    log(step, "lr", [rate] * m, active.nonzero().flatten().tolist())
+                    now = active.nonzero().flatten().tolist()
+                    log(step, "train_loss", (running / count).tolist(), now)
+                    log(step, "lr", [rate] * m, now)
                     bar.set_postfix(loss=f"{float((running / count).mean()):.3f}", active=int(active.sum()),
                                     refresh=False)
                     running, count = torch.zeros(m, dtype=torch.float64), 0
@@ -646,7 +705,7 @@ def train_stack(
         "val_loss": [v[-1] if v else float("nan") for v in val_history],
         "test_loss": final_scores["loss"].tolist(), "test_accuracy": final_scores["accuracy"].tolist(),
     })
-    result = StackResult(history, status)
+    result = StackResult(history, status, compactions)
     failed = [e for e in errors if e is not None]
     if failed:
         raise StackDiverged(f"{len(failed)} of {m} models diverged (the others trained to the end; "
