@@ -349,6 +349,16 @@ def excluded_text(cells: pd.DataFrame, task: str) -> str:
     return join([f"n = {r.n}: {r.reason}" for r in part.itertuples()], separator="; ")
 
 
+def lr_text(tasks) -> str:
+    """"0.003 for copy and reversal and 0.01 for high_rank": each task's learning rate (TASK_SPECS), grouped."""
+    by_lr: dict = {}
+    for task in tasks:
+        by_lr.setdefault(TASK_SPECS[task].lr, []).append(task)
+    if len(by_lr) == 1:
+        return number(next(iter(by_lr)))
+    return join([f"{number(lr)} for {join(names)}" for lr, names in sorted(by_lr.items())])
+
+
 def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> None:
     """Quote every number the chapter's prose pastes."""
     converged = frame[frame.converged]
@@ -364,6 +374,7 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_points_exhaustive", exhaustive_count(cells, P["D_QK"]), "d")
     q("ch5_n_seeds", P["N_SEEDS"], "d")
     q("ch5_steps", P["STEPS"], "d")
+    q("ch5_lr_text", lr_text(P["TASKS"]))
     q("ch5_tolerance", 100 * P["TOLERANCE"], digits=2)
     q("ch5_patience", P["PATIENCE"], "d")
     q("ch5_eval_every", P["EVAL_EVERY"], "d")

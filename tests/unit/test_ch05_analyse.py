@@ -219,7 +219,7 @@ def test_the_notebook_pastes_only_what_analyse_quotes():
     sys.path.insert(0, str(Path(__file__).parent))
     from chapter_pattern import assert_notebook_follows_the_pattern, resolved_params
 
-    P = resolved_params(chapter, **{**params(TASKS=["copy", "reversal", "qsa"]), "SCHEDULER": None})
+    P = resolved_params(chapter, **{**params(TASKS=["copy", "reversal", "high_rank"]), "SCHEDULER": None})
     frame = pd.concat([rows(task, {16: 4, 64: 6, 256: 8}) for task in P["TASKS"]], ignore_index=True)
     assert_notebook_follows_the_pattern("05_trained_synthetic", chapter.judge(P, frame, replicates=20))
 
@@ -262,3 +262,13 @@ def test_one_failing_seed_at_the_largest_width_excludes_the_cell():
     cells = cells_of(judged(frame)).set_index("n")
     assert not cells.loc[256, "usable"] and cells.loc[256, "reason"].startswith("1 of 3 models at d_qk = 64")
     assert cells.loc[16, "usable"] and cells.loc[64, "usable"]
+
+
+def test_the_learning_rates_are_quoted_per_task():
+    lrs = {task: spec.lr for task, spec in training.TASK_SPECS.items()}
+    assert chapter.lr_text(["copy"]) == str(lrs["copy"])
+    if lrs["high_rank"] != lrs["copy"]:
+        low, high = sorted([("copy", lrs["copy"]), ("high_rank", lrs["high_rank"])], key=lambda kv: kv[1])
+        assert chapter.lr_text(["copy", "reversal", "high_rank"]) == (
+            f"{low[1]:g} for {low[0]}{' and reversal' if low[0] == 'copy' else ''} and {high[1]:g} for {high[0]}"
+            f"{' and reversal' if high[0] == 'copy' else ''}")
