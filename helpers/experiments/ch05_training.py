@@ -48,8 +48,9 @@ TASK_SPECS = {
     "reversal": TaskSpec("sinusoidal", 1, 3e-3, 0.99, {},
                          "the anti-diagonal permutation: position i reads key n - 1 - i",
                          "a width of order log n (a sparse pattern: Likhosherstov et al. 2021)"),
-    # at 3e-3 the models sat at chance at n = 128 until the stopping rule fired; 1e-2 solves n = 16 to 128
-    "high_rank": TaskSpec("learned", 1, 1e-2, 0.99, {},
+    # lr measured at n = 128, d_qk 32, 3 seeds: 3e-3 sat at chance until the stopping rule fired, 7e-3 solved it
+    # (accuracy 0.998 to 1), 1e-2 left one seed at 0.978, 1.4e-2 and 2e-2 two or three below 0.99
+    "high_rank": TaskSpec("learned", 1, 7e-3, 0.99, {},
                           "a fixed random permutation pi of the positions: position i reads key pi(i)",
                           "a width of order log n (a sparse pattern: Likhosherstov et al. 2021)"),
 }
