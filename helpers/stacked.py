@@ -206,7 +206,8 @@ class ModelStack:
         return out
 
     def unpad(self, name: str, stacked: torch.Tensor, index: int) -> torch.Tensor:
-        """Model `index`'s unpadded slice of a `(M, *padded)` tensor laid out like parameter `name` (a view)."""
+        """Model `index`'s unpadded slice of a `(M, *padded)` tensor laid out like parameter `name` (a copy when
+        padded)."""
         return stacked[index][self._rows[index]] if self._padded(name) else stacked[index]
 
     def take(self, indices: list[int]) -> "ModelStack":
