@@ -60,15 +60,17 @@ def next_points(grid, means: dict, trained: set, bar_met: bool | None) -> list:
     whose largest width misses the quality bar stops there (it would be excluded anyway); then one width per
     round by bisection on the dense grid (`gridsearch.bisect`) until the answer is resolved to the grid's
     spacing. `means`: {d_qk: seed-mean accuracy} of the widths with enough converged seeds; `trained`: every
-    width trained so far (never trained twice). A trained width without enough converged seeds drops out of
-    the grid, so the bisection brackets the answer with widths the analysis can use."""
+    width trained so far (never trained twice). A trained width without enough converged seeds counts as not
+    reaching the level: the analysis cannot use it, so it is not the answer, and by the bisection's premise
+    (accuracy, and convergence within the step budget, rise with d_qk) neither is any width below it. It bounds
+    the search from below, so the small widths that run to the step cap are not trained one after another."""
     top = max(grid)
     if top not in trained:
         return [top]
     if not bar_met:
         return []
-    usable_grid = [d for d in grid if d in means or d not in trained]
-    return [d for d in gridsearch.bisect(usable_grid, means, LEVEL) if d not in trained]
+    scores = {d: means.get(d, 0.0) for d in trained}
+    return [d for d in gridsearch.bisect(list(grid), scores, LEVEL) if d not in trained]
 
 
 def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe, progress: bool = True) -> pd.DataFrame:

@@ -146,8 +146,10 @@ def test_a_width_without_enough_converged_seeds_is_never_trained_again():
     grid = [1, 2, 3, 4, 6, 8]
     # d_qk = 1 trained but no seed converged: it has no mean, and the search must not ask for it again
     assert chapter.next_points(grid, {2: 1.0, 4: 1.0, 8: 1.0}, {1, 2, 4, 8}, True) == []
-    # a trained width without enough converged seeds drops out: the bisection brackets with usable widths
-    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {16: 1.0}, {6, 16}, True) == [4]   # middle of 1 .. 12 without 6
+    # a trained width without enough converged seeds counts as below the level: the bisection brackets with it
+    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {16: 1.0}, {6, 16}, True) == [12]  # middle of 8, 12
+    # d_qk = 4 ran to the step cap without converging: 1, 2 and 3 below it are not trained
+    assert chapter.next_points([1, 2, 3, 4, 6, 8], {6: 1.0, 8: 1.0}, {4, 6, 8}, True) == []
     assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 16: 1.0}, {4, 6, 16}, True) == [12]
     assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 8: 0.99, 16: 1.0}, {4, 6, 8, 16}, True) == []
     frame = rows("copy", {16: 4}, grid=[1, 2, 8])
