@@ -26,6 +26,17 @@ model by model (a test checks 1e-5 after 20 steps). AdamW is elementwise, so one
 tensors is per-model state; gradient clipping uses each model's own gradient norm. A model that stopped (or
 diverged) does not move at all afterwards: its update, momentum and step count are masked out.
 
+**Stopped models leave the computation** (`compact=True`, the default). A stack would otherwise compute every
+model until its slowest one stops. At the first step after any model stopped, the active models are copied into
+a smaller stack (`ModelStack.take`, padded to their own largest d_head; `StackedAdamW.take` carries their moments
+and step counts), and the stopped ones are written back to the caller's stack (`ModelStack.put`), which holds
+every model's final parameters when `train_stack` returns. Stopping is checked only every `eval_every` steps, so
+this costs at most one copy of a few small tensors per check (far below one training step), which is why there is
+no threshold on the share of stopped models: any stopped model is pure waste from then on. Each model computes
+the same numbers as before (padding is exact), so weights, histories and statuses agree with `compact=False`
+and with training alone (a test checks both to 1e-5); `result.compactions` lists each shrink (step, models
+left, padded width).
+
 **Stopping rule.** Every `eval_every` steps each model is scored on held-out validation examples (the last
 `val_examples` training examples, never trained on). A model stops, *converged*, when none of its last
 `patience` evaluations improved on the best earlier validation loss by more than `min_improvement` (0.5 %
@@ -59,7 +70,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -150,39 +161,78 @@ class ModelStack:
                 raise ArgumentError(f"models[{i}].cfg.{k}", other[k],
                                      f"{base[k]!r} as in models[0]: a stack holds one family (only d_head may "
                                      f"differ; set d_value to hold the value width fixed)")
-        first = self.configs[0]
-        dims = [cfg.head_dim for cfg in self.configs]
-        if first.dropout:
-            raise ArgumentError("models[0].cfg.dropout", first.dropout, "0 in a stack")
-        self.d_heads = dims
-        self.padded = max(dims)
-        self.template = replace(first, d_head=self.padded, d_value=first.value_dim)
+        if self.configs[0].dropout:
+            raise ArgumentError("models[0].cfg.dropout", self.configs[0].dropout, "0 in a stack")
         self.attention = attention
-        device = next(models[0].parameters()).device
-        self.scales = torch.tensor([cfg.attn_scale for cfg in self.configs], device=device)
         names = [name for name, _ in models[0].named_parameters()]
+        slices = {name: [m.get_parameter(name).detach() for m in models] for name in names}
+        self._assemble(self.configs, slices, next(models[0].parameters()).device)
+
+    def _assemble(self, configs: list, slices: dict, device) -> None:
+        """Stack `slices` {parameter name: one unpadded tensor per model} of models with `configs`."""
+        first = configs[0]
+        dims = [cfg.head_dim for cfg in configs]
+        self.configs, self.d_heads, self.padded = list(configs), dims, max(dims)
+        self.template = replace(first, d_head=self.padded, d_value=first.value_dim)
+        self.scales = torch.tensor([cfg.attn_scale for cfg in configs], device=device)
         rope = first.pos == "rope"
         self._rows = [_qkv_rows(first.n_heads, d, first.value_dim, self.padded, rope).to(device) for d in dims]
-        self.params, self.masks = {}, {}
+        self.masks = {}
+        if len(set(dims)) > 1:
+            for name in slices:
+                if ".attn.qkv." in name:
+                    self.masks[name] = self.pad(name, [torch.ones_like(v) for v in slices[name]])
         with torch.no_grad():
-            for name in names:
-                slices = [dict(m.named_parameters())[name].detach() for m in models]
-                if ".attn.qkv." in name and len(set(dims)) > 1:
-                    padded_shape = (first.n_heads * (2 * self.padded + first.value_dim),) + slices[0].shape[1:]
-                    stacked = torch.zeros((len(models),) + padded_shape, device=device)
-                    for i, (rows, value) in enumerate(zip(self._rows, slices)):
-                        stacked[i, rows] = value
-                    mask = torch.zeros_like(stacked)
-                    for i, rows in enumerate(self._rows):
-                        mask[i, rows] = 1.0
-                    self.masks[name] = mask
-                else:
-                    stacked = torch.stack(slices)
-                self.params[name] = stacked.clone().requires_grad_(True)
-        self.ndims = {name: models[0].get_parameter(name).ndim for name in names}  # decay only matrices
+            self.params = {name: self.pad(name, values).requires_grad_(True) for name, values in slices.items()}
+        self.ndims = {name: values[0].ndim for name, values in slices.items()}  # decay only matrices
         self.pos_table = (sinusoidal_table(first.max_len, first.d_model, dtype=torch.float32).to(device)
                           if first.pos == "sinusoidal" else None)
         self.rotary = _rotary_tables(dims, self.padded, first.max_len, device) if rope else None
+
+    def _padded(self, name: str) -> bool:
+        """Whether parameter `name` is laid out padded (the query/key rows, when the widths differ)."""
+        return ".attn.qkv." in name and len(set(self.d_heads)) > 1
+
+    def pad(self, name: str, values: list) -> torch.Tensor:
+        """One unpadded tensor per model of parameter `name` (or of anything shaped like it) -> `(M, *padded)`:
+        query/key rows placed in the padded layout, zeros on the padding."""
+        if not self._padded(name):
+            return torch.stack([v.detach() for v in values]).clone()
+        cfg = self.template
+        shape = (cfg.n_heads * (2 * self.padded + cfg.value_dim),) + values[0].shape[1:]
+        out = torch.zeros((len(values),) + shape, dtype=values[0].dtype, device=values[0].device)
+        for i, (rows, value) in enumerate(zip(self._rows, values)):
+            out[i, rows] = value.detach()
+        return out
+
+    def unpad(self, name: str, stacked: torch.Tensor, index: int) -> torch.Tensor:
+        """Model `index`'s unpadded slice of a `(M, *padded)` tensor laid out like parameter `name` (a copy when
+        padded)."""
+        return stacked[index][self._rows[index]] if self._padded(name) else stacked[index]
+
+    def take(self, indices: list[int]) -> "ModelStack":
+        """The members `indices` as a new stack, padded to their own largest d_head (parameters copied)."""
+        sub = object.__new__(ModelStack)
+        sub.attention = self.attention
+        sub._assemble([self.configs[i] for i in indices],
+                      {name: [self.unpad(name, v.detach(), i) for i in indices] for name, v in self.params.items()},
+                      self.device)
+        return sub
+
+    def regroup(self, sub: "ModelStack", indices: list[int], tensors: dict) -> dict:
+        """{name: `(M, *padded)` laid out like parameter name} (optimizer moments, say) -> the same for the members
+        `indices`, in the layout of `sub = self.take(indices)`."""
+        return {name: sub.pad(name, [self.unpad(name, t, i) for i in indices]) for name, t in tensors.items()}
+
+    @torch.no_grad()
+    def put(self, sub: "ModelStack", pairs: list[tuple[int, int]]) -> None:
+        """Copy member j of `sub` into member i of this stack, for every (j, i) of `pairs` (same family)."""
+        for name, value in self.params.items():
+            for j, i in pairs:
+                if self._padded(name):
+                    value[i, self._rows[i]] = sub.unpad(name, sub.params[name], j)
+                else:
+                    value[i] = sub.unpad(name, sub.params[name], j)
 
     @classmethod
     def build(cls, configs: list, seeds: list[int], device=None, attention: str = "fast") -> "ModelStack":
@@ -236,11 +286,7 @@ class ModelStack:
 
     def state_dict(self, index: int) -> dict:
         """Model `index`'s parameters, unpadded, as a standalone state dict (detached copies)."""
-        out = {}
-        for name, value in self.params.items():
-            value = value[index].detach()
-            out[name] = (value[self._rows[index]] if name in self.masks else value).clone()
-        return out
+        return {name: self.unpad(name, value.detach(), index).clone() for name, value in self.params.items()}
 
     def models(self, device=None) -> list[Transformer]:
         """The stack split back into standalone models (on `device`, default the stack's)."""
@@ -407,6 +453,15 @@ class StackedAdamW:
         self.exp_avg_sq = {k: torch.zeros_like(v) for k, v in stack.params.items()}
         self.steps = torch.zeros(len(stack), dtype=torch.float64, device=stack.device)
 
+    def take(self, sub: ModelStack, indices: list[int]) -> "StackedAdamW":
+        """This optimizer's state for the members `indices`, on `sub = stack.take(indices)[0]`."""
+        out = StackedAdamW.__new__(StackedAdamW)
+        out.stack, out.weight_decay, out.betas, out.eps = sub, self.weight_decay, self.betas, self.eps
+        out.exp_avg = self.stack.regroup(sub, indices, self.exp_avg)
+        out.exp_avg_sq = self.stack.regroup(sub, indices, self.exp_avg_sq)
+        out.steps = self.steps[torch.tensor(indices, device=self.steps.device)]
+        return out
+
     @torch.no_grad()
     def step(self, lr: float, active: torch.Tensor) -> None:
         beta1, beta2 = self.betas
@@ -451,6 +506,7 @@ class StackResult:
 
     history: pd.DataFrame
     status: pd.DataFrame
+    compactions: list = field(default_factory=list)  # {step, models, d_head} each time the stack shrank
 
 
 def _check_stack_args(stack, data, seeds, patience, min_improvement, val_examples, loss_floor, min_evals):
@@ -508,12 +564,14 @@ def train_stack(
     progress: bool = True,
     log_every: int | None = None,
     threads: int | None = None,
+    compact: bool = True,
 ) -> StackResult:
     """Train every model of `stack` in place on `data.train_*`, model i with data order `seeds[i]`.
 
     Arguments as in `helpers.train.train` (warm-up, cosine schedule, clip, eval_every), per model; plus the
     stopping rule of the module doc (`patience`, `min_improvement`, `loss_floor`, `min_evals`, `val_examples`:
     default min(512, a tenth of the training examples) when patience is set, 0 otherwise). threads: CPU threads (None: torch's setting).
+    compact: drop stopped models from the computation (module doc); False keeps computing them, masked.
     `result.status` has, per model: model, d_head, seed, converged (stopped by the rule), stop_step (the
     step its parameters are from), diverged, error, val_loss, test_loss, test_accuracy. `history` rows: model,
     step, metric ("train_loss", "lr", "val_loss", "test_loss", "test_accuracy", "seconds"), value.
@@ -527,6 +585,8 @@ def train_stack(
         raise ArgumentError("eval_every", eval_every, "an integer >= 1 when patience is set")
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
         raise ArgumentError("threads", threads, "None or a positive integer")
+    if not isinstance(compact, bool):
+        raise ArgumentError("compact", compact, "True (drop stopped models from the computation) or False")
     if patience is not None and val_examples is None:
         val_examples = max(1, min(512, len(data.train_x) // 10))
     val_examples = val_examples if patience is not None else 0
@@ -537,33 +597,59 @@ def train_stack(
     train_x, train_y = data.train_x[:n_train].to(device), data.train_y[:n_train].to(device)
     val_x, val_y = data.train_x[n_train:], data.train_y[n_train:]
     orders = [BatchOrder(n_train, seed) for seed in seeds]
-    optimizer = StackedAdamW(stack, weight_decay)
+    # `work` is the stack that trains: `stack` itself until a model stops, then (compact=True) a smaller stack of
+    # the models still active, whose row j is model members[j] of `stack` (indices below are `stack`'s)
+    work, members = stack, list(range(m))
+    optimizer = StackedAdamW(work, weight_decay)
     active = torch.ones(m, dtype=torch.bool, device=device)
     stop_step = [steps] * m
     converged, errors = [False] * m, [None] * m
     val_history: list[list[float]] = [[] for _ in range(m)]
     rows: list[dict] = []
+    compactions: list[dict] = []
     started = time.perf_counter()
 
-    def log(step, metric, values, which=None):
-        for i in (range(m) if which is None else which):
+    def log(step, metric, values, which):
+        for i in which:
             rows.append({"model": i, "step": step, "metric": metric, "value": float(values[i])})
+
+    def spread(local: torch.Tensor) -> list[float]:
+        """Values of `work`'s rows -> a list over every model of `stack` (NaN for the models not in `work`)."""
+        out = [math.nan] * m
+        for j, i in enumerate(members):
+            out[i] = float(local[j])
+        return out
 
     def checkpoint(step, final=False):
         live = active.nonzero().flatten().tolist()
+        if final and work is not stack:
+            stack.put(work, list(enumerate(members)))
         which = range(m) if final or step == 0 else live
-        scores = evaluate_stack(stack, data.test_x, data.test_y, batch_size=max(batch_size, 256))
-        log(step, "test_loss", scores["loss"].tolist(), which)
-        log(step, "test_accuracy", scores["accuracy"].tolist(), which)
+        scored = stack if final else work
+        scores = evaluate_stack(scored, data.test_x, data.test_y, batch_size=max(batch_size, 256))
+        if not final:
+            scores = {k: spread(v) for k, v in scores.items()}
+        log(step, "test_loss", scores["loss"], which)
+        log(step, "test_accuracy", scores["accuracy"], which)
         log(step, "seconds", [time.perf_counter() - started] * m, which)
         if val_examples and not final:
-            val = evaluate_stack(stack, val_x, val_y, batch_size=max(batch_size, 256))["loss"].tolist()
+            val = spread(evaluate_stack(work, val_x, val_y, batch_size=max(batch_size, 256))["loss"])
             log(step, "val_loss", val, live)
             for i in live:
                 val_history[i].append(val[i])
                 if step and should_stop(val_history[i], patience, min_improvement, loss_floor, min_evals):
                     active[i], stop_step[i], converged[i] = False, step, True
         return scores
+
+    def shrink(step):
+        """Drop the stopped models from `work` (their parameters go back to `stack`, where they stay)."""
+        nonlocal work, optimizer, members
+        keep = [j for j, i in enumerate(members) if active[i]]
+        if work is not stack:  # (while `work` is `stack`, it already holds them)
+            stack.put(work, [(j, i) for j, i in enumerate(members) if not active[i]])
+        work, optimizer = (sub := work.take(keep)), optimizer.take(sub, keep)
+        members = [members[j] for j in keep]
+        compactions.append({"step": step, "models": len(members), "d_head": work.padded})
 
     with torch_threads(threads):  # see helpers.threads
         bar = tqdm(total=steps, desc=f"stack of {m} on {data.name}", file=sys.stderr, disable=not progress,
@@ -573,31 +659,37 @@ def train_stack(
             checkpoint(0)
             step = 0
             for step in range(1, steps + 1):
-                if not bool(active.any()):
+                live = int(active.sum())
+                if not live:
                     break
-                index = torch.stack([order.next(batch_size) for order in orders]).to(device)  # (M, batch)
-                losses, _, _ = stacked_loss(stack(train_x[index]), train_y[index], with_hits=False)
+                if compact and live < len(members):
+                    shrink(step - 1)
+                rows_active = active[torch.tensor(members, device=device)]          # (len(work),)
+                index = torch.stack([orders[i].next(batch_size) for i in members]).to(device)  # (len(work), batch)
+                losses, _, _ = stacked_loss(work(train_x[index]), train_y[index], with_hits=False)
                 finite = torch.isfinite(losses.detach())
-                bad = (active & ~finite).nonzero().flatten().tolist()
+                bad = (rows_active & ~finite).nonzero().flatten().tolist()
                 rate = lr * lr_factor(step - 1, steps, warmup, final_lr_ratio)
-                for i in bad:
-                    active[i], stop_step[i] = False, step - 1
+                for j in bad:
+                    i = members[j]
+                    active[i], rows_active[j], stop_step[i] = False, False, step - 1
                     errors[i] = (f"model {i} (d_head={stack.d_heads[i]}, seed={seeds[i]}): the training loss became "
-                                 f"{losses[i].item()} at step {step} (lr={rate:.3g}, base lr={lr}); lower lr, keep "
+                                 f"{losses[j].item()} at step {step} (lr={rate:.3g}, base lr={lr}); lower lr, keep "
                                  f"clip on, or check the inputs")
-                for p in stack.params.values():
+                for p in work.params.values():
                     p.grad = None
-                torch.where(active, losses, torch.zeros_like(losses)).sum().backward()
-                for name, mask in stack.masks.items():
-                    stack.params[name].grad.mul_(mask)
+                torch.where(rows_active, losses, torch.zeros_like(losses)).sum().backward()
+                for name, mask in work.masks.items():
+                    work.params[name].grad.mul_(mask)
                 if clip is not None:
-                    clip_per_model(stack, clip)
-                optimizer.step(rate, active)
-                running += torch.where(finite, losses.detach(), torch.zeros_like(losses)).double().cpu()
+                    clip_per_model(work, clip)
+                optimizer.step(rate, rows_active)
+                running[members] += torch.where(finite, losses.detach(), torch.zeros_like(losses)).double().cpu()
                 count += 1
                 if step % log_every == 0 or step == steps:
-                    log(step, "train_loss", (running / count).tolist(), active.nonzero().flatten().tolist())
-                    log(step, "lr", [rate] * m, active.nonzero().flatten().tolist())
+                    now = active.nonzero().flatten().tolist()
+                    log(step, "train_loss", (running / count).tolist(), now)
+                    log(step, "lr", [rate] * m, now)
                     bar.set_postfix(loss=f"{float((running / count).mean()):.3f}", active=int(active.sum()),
                                     refresh=False)
                     running, count = torch.zeros(m, dtype=torch.float64), 0
@@ -614,7 +706,7 @@ def train_stack(
         "val_loss": [v[-1] if v else float("nan") for v in val_history],
         "test_loss": final_scores["loss"].tolist(), "test_accuracy": final_scores["accuracy"].tolist(),
     })
-    result = StackResult(history, status)
+    result = StackResult(history, status, compactions)
     failed = [e for e in errors if e is not None]
     if failed:
         raise StackDiverged(f"{len(failed)} of {m} models diverged (the others trained to the end; "

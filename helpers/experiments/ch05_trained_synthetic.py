@@ -60,15 +60,17 @@ def next_points(grid, means: dict, trained: set, bar_met: bool | None) -> list:
     whose largest width misses the quality bar stops there (it would be excluded anyway); then one width per
     round by bisection on the dense grid (`gridsearch.bisect`) until the answer is resolved to the grid's
     spacing. `means`: {d_qk: seed-mean accuracy} of the widths with enough converged seeds; `trained`: every
-    width trained so far (never trained twice). A trained width without enough converged seeds drops out of
-    the grid, so the bisection brackets the answer with widths the analysis can use."""
+    width trained so far (never trained twice). A trained width without enough converged seeds counts as not
+    reaching the level: the analysis cannot use it, so it is not the answer, and by the bisection's premise
+    (accuracy, and convergence within the step budget, rise with d_qk) neither is any width below it. It bounds
+    the search from below, so the small widths that run to the step cap are not trained one after another."""
     top = max(grid)
     if top not in trained:
         return [top]
     if not bar_met:
         return []
-    usable_grid = [d for d in grid if d in means or d not in trained]
-    return [d for d in gridsearch.bisect(usable_grid, means, LEVEL) if d not in trained]
+    scores = {d: means.get(d, 0.0) for d in trained}
+    return [d for d in gridsearch.bisect(list(grid), scores, LEVEL) if d not in trained]
 
 
 def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe, progress: bool = True) -> pd.DataFrame:
@@ -349,6 +351,16 @@ def excluded_text(cells: pd.DataFrame, task: str) -> str:
     return join([f"n = {r.n}: {r.reason}" for r in part.itertuples()], separator="; ")
 
 
+def lr_text(tasks) -> str:
+    """"0.003 for copy and reversal and 0.01 for high_rank": each task's learning rate (TASK_SPECS), grouped."""
+    by_lr: dict = {}
+    for task in tasks:
+        by_lr.setdefault(TASK_SPECS[task].lr, []).append(task)
+    if len(by_lr) == 1:
+        return number(next(iter(by_lr)))
+    return join([f"{number(lr)} for {join(names)}" for lr, names in sorted(by_lr.items())])
+
+
 def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> None:
     """Quote every number the chapter's prose pastes."""
     converged = frame[frame.converged]
@@ -364,6 +376,7 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_points_exhaustive", exhaustive_count(cells, P["D_QK"]), "d")
     q("ch5_n_seeds", P["N_SEEDS"], "d")
     q("ch5_steps", P["STEPS"], "d")
+    q("ch5_lr_text", lr_text(P["TASKS"]))
     q("ch5_tolerance", 100 * P["TOLERANCE"], digits=2)
     q("ch5_patience", P["PATIENCE"], "d")
     q("ch5_eval_every", P["EVAL_EVERY"], "d")

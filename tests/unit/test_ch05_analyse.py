@@ -146,8 +146,10 @@ def test_a_width_without_enough_converged_seeds_is_never_trained_again():
     grid = [1, 2, 3, 4, 6, 8]
     # d_qk = 1 trained but no seed converged: it has no mean, and the search must not ask for it again
     assert chapter.next_points(grid, {2: 1.0, 4: 1.0, 8: 1.0}, {1, 2, 4, 8}, True) == []
-    # a trained width without enough converged seeds drops out: the bisection brackets with usable widths
-    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {16: 1.0}, {6, 16}, True) == [4]   # middle of 1 .. 12 without 6
+    # a trained width without enough converged seeds counts as below the level: the bisection brackets with it
+    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {16: 1.0}, {6, 16}, True) == [12]  # middle of 8, 12
+    # d_qk = 4 ran to the step cap without converging: 1, 2 and 3 below it are not trained
+    assert chapter.next_points([1, 2, 3, 4, 6, 8], {6: 1.0, 8: 1.0}, {4, 6, 8}, True) == []
     assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 16: 1.0}, {4, 6, 16}, True) == [12]
     assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 8: 0.99, 16: 1.0}, {4, 6, 8, 16}, True) == []
     frame = rows("copy", {16: 4}, grid=[1, 2, 8])
@@ -219,7 +221,7 @@ def test_the_notebook_pastes_only_what_analyse_quotes():
     sys.path.insert(0, str(Path(__file__).parent))
     from chapter_pattern import assert_notebook_follows_the_pattern, resolved_params
 
-    P = resolved_params(chapter, **{**params(TASKS=["copy", "reversal", "qsa"]), "SCHEDULER": None})
+    P = resolved_params(chapter, **{**params(TASKS=["copy", "reversal", "high_rank"]), "SCHEDULER": None})
     frame = pd.concat([rows(task, {16: 4, 64: 6, 256: 8}) for task in P["TASKS"]], ignore_index=True)
     assert_notebook_follows_the_pattern("05_trained_synthetic", chapter.judge(P, frame, replicates=20))
 
@@ -262,3 +264,13 @@ def test_one_failing_seed_at_the_largest_width_excludes_the_cell():
     cells = cells_of(judged(frame)).set_index("n")
     assert not cells.loc[256, "usable"] and cells.loc[256, "reason"].startswith("1 of 3 models at d_qk = 64")
     assert cells.loc[16, "usable"] and cells.loc[64, "usable"]
+
+
+def test_the_learning_rates_are_quoted_per_task(monkeypatch):
+    specs = dict(training.TASK_SPECS)
+    monkeypatch.setitem(training.TASK_SPECS, "copy", training.TaskSpec("sinusoidal", 1, 3e-3, 0.99))
+    monkeypatch.setitem(training.TASK_SPECS, "reversal", training.TaskSpec("sinusoidal", 1, 3e-3, 0.99))
+    monkeypatch.setitem(training.TASK_SPECS, "high_rank", training.TaskSpec("learned", 1, 7e-3, 0.99))
+    assert chapter.lr_text(["copy", "reversal"]) == "0.003"
+    assert chapter.lr_text(["high_rank", "copy", "reversal"]) == "0.003 for copy and reversal and 0.007 for high_rank"
+    assert specs["high_rank"].lr > specs["copy"].lr  # the task that needs the larger rate has it

@@ -180,6 +180,41 @@ def test_early_stopping_acts_on_one_model_only():
         assert max(errors.values()) < 1e-5
 
 
+def test_a_stack_that_drops_its_stopped_models_trains_each_as_if_alone():
+    """Widths 2, 8, 4, trained beforehand for 0, 300 and 100 steps, so they stop at different steps: the stack
+    shrinks (and pads to a smaller width) as they stop, and every model ends with the weights, stopping step and
+    history it gets alone and in a stack that keeps computing every model."""
+    d = data.load("sorting", 12, n_train=256, n_test=32)
+    cfgs = configs(d, [2, 8, 4])
+    start = [build_model(c, seed=s) for c, s in zip(cfgs, (0, 1, 2))]
+    for model, steps in zip(start[1:], (300, 100)):
+        train(model, d, steps=steps, batch_size=32, lr=3e-3, eval_every=0, seed=5, progress=False)
+    # the floor stops width 8 at step 5, the relative rule width 4 at step 10 and width 2 at step 70
+    options = dict(steps=80, batch_size=16, lr=3e-3, eval_every=5, patience=2, min_improvement=0.01, loss_floor=0.5,
+                   progress=False)
+    runs = {}
+    for compact in (True, False):
+        stack = ModelStack([copy.deepcopy(m) for m in start])
+        runs[compact] = stack, train_stack(stack, d, seeds=[0, 1, 2], compact=compact, **options)
+    (shrunk, result), (full, reference) = runs[True], runs[False]
+    stops = result.status.stop_step.tolist()
+    assert len(set(stops)) == 3 and result.status.converged[1] and result.status.converged[2], result.status
+    assert [(c["models"], c["d_head"]) for c in result.compactions] == [(2, 4), (1, 2)], result.compactions
+    assert reference.compactions == [] and reference.status.stop_step.tolist() == stops
+    for column in ("test_loss", "test_accuracy", "val_loss"):
+        assert result.status[column].tolist() == pytest.approx(reference.status[column].tolist(), rel=1e-5)
+    keys = ["model", "step", "metric"]
+    a, b = (r.history[r.history.metric != "seconds"].sort_values(keys) for r in (result, reference))
+    assert a[keys].values.tolist() == b[keys].values.tolist()  # the same rows: nothing logged for a dropped model
+    assert a.value.tolist() == pytest.approx(b.value.tolist(), rel=1e-5)
+    for i, model in enumerate(start):
+        assert max(relative_errors(full.models()[i], shrunk.state_dict(i)).values()) < 1e-5, i
+        alone = ModelStack([copy.deepcopy(model)])
+        status = train_stack(alone, d, seeds=[i], **options).status
+        assert int(status.stop_step[0]) == stops[i]
+        assert max(relative_errors(alone.models()[0], shrunk.state_dict(i)).values()) < 1e-5, i
+
+
 def test_stopping_rule():
     assert not should_stop([3.0, 2.0, 1.0], patience=2, min_improvement=0.005)
     assert should_stop([3.0, 2.0, 1.999, 1.998], patience=2, min_improvement=0.005)  # 0.1 % better: stop
