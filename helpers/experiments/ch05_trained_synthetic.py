@@ -293,16 +293,14 @@ def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
 
 # ---- the chapter's analysis ----
 
+DEFAULTS = {"N_VALUES": ([8, 12, 16], [16, 32, 64, 128]), "D_QK": ([1, 2, 4, 8], [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
+            "N_SEEDS": (3, 3), "STEPS": (200, 2000), "EVAL_EVERY": (10, 50), "D_MODEL": (16, 32), "PATIENCE": (4, 6),
+            "SCHEDULER": (None, "processes")}   # (quick, full); full mode trains one stack per core
+
+
 def resolve(P):
     """Fill the mode defaults of the parameters left at None and check the constraints between parameters."""
-    P["N_VALUES"] = sorted(P.mode_default("N_VALUES", quick=[8, 12, 16], full=[16, 32, 64, 128]))
-    P["D_QK"] = P.mode_default("D_QK", quick=[1, 2, 4, 8], full=[1, 2, 3, 4, 6, 8, 12, 16, 24, 32])
-    P["N_SEEDS"] = P.mode_default("N_SEEDS", quick=3, full=3)
-    P["STEPS"] = P.mode_default("STEPS", quick=200, full=2000)
-    P["EVAL_EVERY"] = P.mode_default("EVAL_EVERY", quick=10, full=50)
-    P["D_MODEL"] = P.mode_default("D_MODEL", quick=16, full=32)
-    P["PATIENCE"] = P.mode_default("PATIENCE", quick=4, full=6)
-    P["SCHEDULER"] = P.mode_default("SCHEDULER", quick=None, full="processes")  # full: one stack per core
+    P.fill_mode_defaults(DEFAULTS, keep_order=("D_QK",))   # a D_QK grid out of order is refused below
     parameters.require(P["D_QK"] == sorted(set(P["D_QK"])), "D_QK", P["D_QK"],
                        "increasing widths without repeats (the grid is searched in order)")
     parameters.require(max(P["D_QK"]) <= P["D_MODEL"], "D_QK", P["D_QK"],

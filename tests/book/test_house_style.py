@@ -104,10 +104,8 @@ def test_prose_check_finds_what_it_looks_for():
 
 
 # "Table N.M" in the prose: a {numref} link leads to the table with that number, and a number typed by hand is one
-# that a table of the same page carries (README, "Tables"). Pages whose prose still types numbers before its tables
-# are named get only the link check; remove a page from this set once its tables carry `tbl-` names.
+# that a table of the same page carries (README, "Tables").
 TABLE_NUMBER = re.compile(r"\bTable (\d+(?:\.\d+)*)\b")
-TABLE_NUMBERS_PENDING = {"book/05_trained_synthetic"}
 
 
 def table_numbers(soup) -> dict[str, str | None]:
@@ -149,7 +147,7 @@ def test_table_numbers_in_the_prose_are_tables(built_book, entry):
     def linked_page(url):
         return BeautifulSoup((page.parent / url).read_text(), "html.parser")
 
-    problems = table_reference_problems(page.read_text(), linked_page, typed=entry not in TABLE_NUMBERS_PENDING)
+    problems = table_reference_problems(page.read_text(), linked_page)
     assert not problems, f"{entry}: {problems}"
 
 
