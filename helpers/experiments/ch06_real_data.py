@@ -305,6 +305,33 @@ def together_verdict(outcomes: list[str], measure: str) -> Verdict:
                    evidence={**counts, "settings": len(outcomes)})
 
 
+def cap_sentence(q: pd.DataFrame, patience: int, min_improvement: float) -> str:
+    """How many models ran to the step cap, per setting, and what that means for the loss saturation points.
+
+    A model at the cap was still improving its validation loss by more than `min_improvement` (relative) within
+    its last `patience` evaluations; where most models of a setting are at the cap, its loss saturation point
+    says only that the loss still improved up to the largest d_qk at this budget."""
+    total, capped = int(q.models.sum()), int(q.not_converged.sum())
+    if capped == 0:
+        return (f"Every one of the {english.plural(total, 'model')} was stopped by the stopping rule before the step "
+                f"cap, so the loss saturation points are read on converged models")
+    where = english.join([f"{r.not_converged} of {r.models} at {r.domain}, n = {r.n}"
+                          for _, r in q.iterrows() if r.not_converged])
+    mostly = [f"{r.domain} at n = {r.n}" for _, r in q.iterrows() if 2 * r.not_converged > r.models]
+    sentence = (f"{english.count_of(capped, total, 'model')} ran to the step cap before the stopping rule fired "
+                f"({where}): their validation loss still improved by more than "
+                f"{english.number(100 * min_improvement)} % within their last {english.plural(patience, 'evaluation')}, "
+                f"so their loss is an upper bound on what more steps would reach")
+    if mostly:
+        sentence += (f". Where most models of a setting ran to the cap ({english.join(mostly)}), a loss saturation "
+                     f"point near the top of the grid says only that the loss was still improving up to the largest "
+                     f"d_qk trained at this budget, not that the loss needs that many dimensions")
+    else:
+        sentence += (f". In every setting most models converged, so its loss saturation point is read on "
+                     f"converged models")
+    return sentence
+
+
 def bar_sentence(q: pd.DataFrame) -> str:
     """Per setting, the bar result and the uniform-attention increase, in words."""
     parts = []
@@ -351,6 +378,7 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     result.quote("ch6_included", english.count_of(int(q.included.sum()), len(q), "setting"))
     result.quote("ch6_excluded_list", english.join([f"{r.domain} at n = {r.n}" for _, r in q[~q.included].iterrows()]))
     result.quote("ch6_bars_text", bar_sentence(q))
+    result.quote("ch6_cap_text", cap_sentence(q, P.PATIENCE, P.MIN_IMPROVEMENT))
     result.quote("ch6_stack_minutes", float(models.groupby(["domain", "n"]).stack_seconds.first().sum() / 60), digits=2)
     _saturation_quotes(P, q, sat, at_max, result)
     return result.done()

@@ -81,6 +81,8 @@ class TrainSpec:
     text_train_tokens: int = 1_048_576  # windows of this many tokens in all
     image_batch: int = 64
     image_train: int = 20000
+    val_tokens: int = 16384            # text: held-out validation windows of this many tokens (at most a tenth of
+                                       # the training windows; images: the trainer's default, 512 images)
     test_tokens: int = 16384           # text: test windows of this many tokens (images: `test_images`)
     test_images: int = 2000
     probe_tokens: int = 512            # rank probes: this many tokens of test sequences (at least 2 sequences)
@@ -103,6 +105,15 @@ def batch_size(domain: str, n: int, spec: TrainSpec) -> int:
     if domain_kind(domain) == "image":
         return spec.image_batch
     return max(2, spec.text_batch_tokens // n)
+
+
+def val_examples(domain: str, n: int, spec: TrainSpec) -> int | None:
+    """Held-out validation windows for the stopping rule: `val_tokens` tokens for text (at most a tenth of the
+    training windows, at least 2); None for images (the stacked trainer's default). Validation runs every
+    `eval_every` steps on every model, so its size is a large share of a text stack's cost."""
+    if domain_kind(domain) == "image":
+        return None
+    return max(2, min(spec.val_tokens, spec.text_train_tokens // 10) // n)
 
 
 def load_domain(domain: str, n: int, spec: TrainSpec) -> datasets.TaskData:
@@ -156,7 +167,8 @@ def train_models(domain: str, n: int, spec: dict, members: list[dict]):
         result = train_stack(stack, data, seeds=[seeding.derive_seed(m["seed"], "order") for m in members],
                              steps=spec_obj.max_steps, batch_size=batch_size(domain, n, spec_obj), lr=spec_obj.lr,
                              eval_every=spec_obj.eval_every, patience=spec_obj.patience,
-                             min_improvement=spec_obj.min_improvement, device="cpu", progress=True, threads=1)
+                             min_improvement=spec_obj.min_improvement,
+                             val_examples=val_examples(domain, n, spec_obj), device="cpu", progress=True, threads=1)
     except StackDiverged as error:
         result = error.result
     return stack, data, result.status, time.perf_counter() - started
