@@ -33,8 +33,8 @@ from .. import english, executors, parameters, saturation, theory
 from ..results import ChapterResult, Verdict
 from . import run_stacked_sweep, stack_configs
 from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
-                                    RANK_LABELS, RTOL, TrainSpec, check_n, domain_kind, stack_point,
-                                    trained_models)
+                                    RANK_LABELS, RTOL, TrainSpec, check_n, domain_kind, learning_rate,
+                                    stack_point, trained_models)
 
 LEVEL = saturation.LEVEL          # 0.95: the share of the rise (or drop) that counts as saturated
 UNIFORM_GAP = 0.05                # nats: uniform attention must cost at least this much (the attention is used)
@@ -332,6 +332,13 @@ def cap_sentence(q: pd.DataFrame, patience: int, min_improvement: float) -> str:
     return sentence
 
 
+def lr_text(domains, spec: TrainSpec, ratio: float = 1.0) -> str:
+    """The peak learning rates of the run's domains (times `ratio`) in words: "0.01 for text and 0.003 for images"."""
+    kinds = {"lm": "text", "image": "images"}
+    rates = {kinds[domain_kind(d)]: ratio * learning_rate(d, spec) for d in domains}
+    return english.join([f"{english.number(rate, 3)} for {kind}" for kind, rate in rates.items()])
+
+
 def bar_sentence(q: pd.DataFrame) -> str:
     """Per setting, the bar result and the uniform-attention increase, in words."""
     parts = []
@@ -361,7 +368,7 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     spec = TrainSpec(**P.SPEC)
     for name in ("d_model", "n_heads", "n_layers", "d_value", "max_steps", "eval_every"):
         result.quote(f"ch6_{name}", getattr(spec, name), "d")
-    result.quote("ch6_lr", spec.lr, "g")
+    result.quote("ch6_lr", lr_text(P.DOMAINS, spec))
     result.quote("ch6_patience", P.PATIENCE, "d")
     result.quote("ch6_min_improvement_pct", 100 * P.MIN_IMPROVEMENT, "g")
     result.quote("ch6_seeds", P.N_SEEDS, "d")

@@ -72,14 +72,15 @@ class TrainSpec:
     n_heads: int = 4
     n_layers: int = 2
     d_value: int = 16
-    lr: float = 3e-3
+    lr: float = 1e-2                   # text: peak learning rate (images: `image_lr`)
+    image_lr: float = 3e-3
     max_steps: int = 2000
     eval_every: int = 100
     patience: int = 4
     min_improvement: float = 0.005
-    text_batch_tokens: int = 2048      # tokens per step for text (16 windows at n = 128)
+    text_batch_tokens: int = 1024      # tokens per step for text (8 windows at n = 128)
     text_train_tokens: int = 1_048_576  # windows of this many tokens in all
-    image_batch: int = 64
+    image_batch: int = 96
     image_train: int = 20000
     val_tokens: int = 16384            # text: held-out validation windows of this many tokens (at most a tenth of
                                        # the training windows; images: the trainer's default, 512 images)
@@ -105,6 +106,12 @@ def batch_size(domain: str, n: int, spec: TrainSpec) -> int:
     if domain_kind(domain) == "image":
         return spec.image_batch
     return max(2, spec.text_batch_tokens // n)
+
+
+def learning_rate(domain: str, spec: TrainSpec) -> float:
+    """Peak learning rate: `lr` for text, `image_lr` for images (measured: 1e-2 halves the text models' distance to
+    their bar at the same steps, while MNIST at 5e-3 or 1e-2 is noisier and less accurate than at 3e-3)."""
+    return spec.image_lr if domain_kind(domain) == "image" else spec.lr
 
 
 def val_examples(domain: str, n: int, spec: TrainSpec) -> int | None:
@@ -165,7 +172,7 @@ def train_models(domain: str, n: int, spec: dict, members: list[dict]):
     started = time.perf_counter()
     try:
         result = train_stack(stack, data, seeds=[seeding.derive_seed(m["seed"], "order") for m in members],
-                             steps=spec_obj.max_steps, batch_size=batch_size(domain, n, spec_obj), lr=spec_obj.lr,
+                             steps=spec_obj.max_steps, batch_size=batch_size(domain, n, spec_obj), lr=learning_rate(domain, spec_obj),
                              eval_every=spec_obj.eval_every, patience=spec_obj.patience,
                              min_improvement=spec_obj.min_improvement,
                              val_examples=val_examples(domain, n, spec_obj), device="cpu", progress=True, threads=1)

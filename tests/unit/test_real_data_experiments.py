@@ -193,3 +193,10 @@ def test_text_validation_set_is_val_tokens_long_and_at_most_a_tenth_of_training(
     assert pts.val_examples("bbc", 32, small) == 4096 // 32      # a tenth of the training tokens
     assert pts.val_examples("shakespeare", 1024, pts.TrainSpec(val_tokens=1024)) == 2
     assert pts.val_examples("mnist", 16, spec) is None
+
+
+def test_learning_rate_is_per_domain_kind_and_said_in_words():
+    spec = pts.TrainSpec(lr=1e-2, image_lr=3e-3)
+    assert pts.learning_rate("shakespeare", spec) == 1e-2 and pts.learning_rate("mnist", spec) == 3e-3
+    assert ch.lr_text(["shakespeare", "mnist", "bbc"], spec) == "0.01 for text and 0.003 for images"
+    assert ch.lr_text(["bbc"], spec, ratio=0.3) == "0.003 for text"
