@@ -80,7 +80,7 @@ class TrainSpec:
     min_improvement: float = 0.005
     text_batch_tokens: int = 1024      # tokens per step for text (8 windows at n = 128)
     text_train_tokens: int = 1_048_576  # windows of this many tokens in all
-    image_batch: int = 96
+    image_batch: int = 128
     image_train: int = 20000
     val_tokens: int = 16384            # text: held-out validation windows of this many tokens (at most a tenth of
                                        # the training windows; images: the trainer's default, 512 images)
