@@ -60,6 +60,9 @@ N_PARAMS = {"shakespeare": "TEXT_N", "bbc": "BBC_N", "mnist": "IMAGE_N", "protei
 # model stops before the cap at these budgets: the loss still falls by more than 0.5 % per 400 steps.
 # MNIST (d_qk 16, seed 0, 2,000 steps): lr 1e-2 batch 64 0.930 at 1,000 steps; 5e-3 batch 64 0.943; 5e-3 batch 128
 # 0.955 (stopped at 1,400); 3e-3 batch 64 0.945; 3e-3 batch 96 0.956: images get lr 3e-3 and 128 images per step.
+# Full run, cold, 2026-12-03 at load 3.5-7: 1,785 CPU seconds (was about 2,900), 29.5 minutes wall on the shared
+# machine; stacks (wall) Shakespeare 64 814 s, 128 894 s, BBC 645 s, MNIST 916 s (128 images per step is the long
+# pole: about 560 CPU seconds). Every text model still runs to the 2,000-step cap; 8 of 12 MNIST models stop earlier.
 DEFAULTS = {                      # name -> (quick, full)
     "DOMAINS": (["shakespeare", "mnist", "bbc"], ["shakespeare", "mnist", "bbc"]),
     "TEXT_N": ([32], [64, 128]),
