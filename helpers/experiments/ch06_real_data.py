@@ -33,8 +33,8 @@ from .. import english, executors, parameters, saturation, theory
 from ..results import ChapterResult, Verdict
 from . import run_stacked_sweep, stack_configs
 from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
-                                    RANK_LABELS, RTOL, TrainSpec, check_n, domain_kind, stack_point,
-                                    trained_models)
+                                    RANK_LABELS, RTOL, TrainSpec, check_n, domain_kind, learning_rate,
+                                    stack_point, trained_models)
 
 LEVEL = saturation.LEVEL          # 0.95: the share of the rise (or drop) that counts as saturated
 UNIFORM_GAP = 0.05                # nats: uniform attention must cost at least this much (the attention is used)
@@ -54,10 +54,15 @@ LICENCES = {
     "proteins": "a proteome (ENA project PRJEB85) shipped as test data with pyhmmer (MIT); ENA sequence data",
 }
 N_PARAMS = {"shakespeare": "TEXT_N", "bbc": "BBC_N", "mnist": "IMAGE_N", "proteins": "PROTEIN_N"}
-# Full-mode cost, measured 2026-12-03 (load 6-10, so an upper bound): a stack of 12 text models (4 d_qk x 3 seeds,
-# 2048 tokens per model and step) costs 0.39 (n = 64) to 0.46 (n = 128) CPU seconds per step; no text model had
-# stopped by step 800 (n = 64) or 680 (n = 128). At the 2000-step cap a text stack is about 15 CPU minutes with its
-# evaluations.
+# Full-mode cost. Measured 2026-12-03 on single stacks (Shakespeare n = 128, d_qk 1 and 16, seed 0; CPU seconds at
+# load 6-8): at lr 3e-3 and 2,048 tokens per step, 1,000 steps reach 3.07 bits at d_qk 16 (77 s); at lr 1e-2, 2.76
+# (77 s); at lr 1e-2 and 1,024 tokens per step, 2,000 steps reach 2.67 (73 s, validation on 16,384 tokens). No text
+# model stops before the cap at these budgets: the loss still falls by more than 0.5 % per 400 steps.
+# MNIST (d_qk 16, seed 0, 2,000 steps): lr 1e-2 batch 64 0.930 at 1,000 steps; 5e-3 batch 64 0.943; 5e-3 batch 128
+# 0.955 (stopped at 1,400); 3e-3 batch 64 0.945; 3e-3 batch 96 0.956: images get lr 3e-3 and 128 images per step.
+# Full run, cold, 2026-12-03 at load 3.5-7: 1,785 CPU seconds (was about 2,900), 29.5 minutes wall on the shared
+# machine; stacks (wall) Shakespeare 64 814 s, 128 894 s, BBC 645 s, MNIST 916 s (128 images per step is the long
+# pole: about 560 CPU seconds). Every text model still runs to the 2,000-step cap; 8 of 12 MNIST models stop earlier.
 DEFAULTS = {                      # name -> (quick, full)
     "DOMAINS": (["shakespeare", "mnist", "bbc"], ["shakespeare", "mnist", "bbc"]),
     "TEXT_N": ([32], [64, 128]),
@@ -305,6 +310,40 @@ def together_verdict(outcomes: list[str], measure: str) -> Verdict:
                    evidence={**counts, "settings": len(outcomes)})
 
 
+def cap_sentence(q: pd.DataFrame, patience: int, min_improvement: float) -> str:
+    """How many models ran to the step cap, per setting, and what that means for the loss saturation points.
+
+    A model at the cap was still improving its validation loss by more than `min_improvement` (relative) within
+    its last `patience` evaluations; where most models of a setting are at the cap, its loss saturation point
+    says only that the loss still improved up to the largest d_qk at this budget."""
+    total, capped = int(q.models.sum()), int(q.not_converged.sum())
+    if capped == 0:
+        return (f"Every one of the {english.plural(total, 'model')} was stopped by the stopping rule before the step "
+                f"cap, so the loss saturation points are read on converged models")
+    where = english.join([f"{r.not_converged} of {r.models} at {r.domain}, n = {r.n}"
+                          for _, r in q.iterrows() if r.not_converged])
+    mostly = [f"{r.domain} at n = {r.n}" for _, r in q.iterrows() if 2 * r.not_converged > r.models]
+    sentence = (f"{english.count_of(capped, total, 'model')} ran to the step cap before the stopping rule fired "
+                f"({where}): their validation loss still improved by more than "
+                f"{english.number(100 * min_improvement)} % within their last {english.plural(patience, 'evaluation')}, "
+                f"so their loss is an upper bound on what more steps would reach")
+    if mostly:
+        sentence += (f". Where most models of a setting ran to the cap ({english.join(mostly)}), a loss saturation "
+                     f"point near the top of the grid says only that the loss was still improving up to the largest "
+                     f"d_qk trained at this budget, not that the loss needs that many dimensions")
+    else:
+        sentence += (f". In every setting most models converged, so its loss saturation point is read on "
+                     f"converged models")
+    return sentence
+
+
+def lr_text(domains, spec: TrainSpec, ratio: float = 1.0) -> str:
+    """The peak learning rates of the run's domains (times `ratio`) in words: "0.01 for text and 0.003 for images"."""
+    kinds = {"lm": "text", "image": "images"}
+    rates = {kinds[domain_kind(d)]: ratio * learning_rate(d, spec) for d in domains}
+    return english.join([f"{english.number(rate, 3)} for {kind}" for kind, rate in rates.items()])
+
+
 def bar_sentence(q: pd.DataFrame) -> str:
     """Per setting, the bar result and the uniform-attention increase, in words."""
     parts = []
@@ -334,7 +373,7 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     spec = TrainSpec(**P.SPEC)
     for name in ("d_model", "n_heads", "n_layers", "d_value", "max_steps", "eval_every"):
         result.quote(f"ch6_{name}", getattr(spec, name), "d")
-    result.quote("ch6_lr", spec.lr, "g")
+    result.quote("ch6_lr", lr_text(P.DOMAINS, spec))
     result.quote("ch6_patience", P.PATIENCE, "d")
     result.quote("ch6_min_improvement_pct", 100 * P.MIN_IMPROVEMENT, "g")
     result.quote("ch6_seeds", P.N_SEEDS, "d")
@@ -351,6 +390,7 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     result.quote("ch6_included", english.count_of(int(q.included.sum()), len(q), "setting"))
     result.quote("ch6_excluded_list", english.join([f"{r.domain} at n = {r.n}" for _, r in q[~q.included].iterrows()]))
     result.quote("ch6_bars_text", bar_sentence(q))
+    result.quote("ch6_cap_text", cap_sentence(q, P.PATIENCE, P.MIN_IMPROVEMENT))
     result.quote("ch6_stack_minutes", float(models.groupby(["domain", "n"]).stack_seconds.first().sum() / 60), digits=2)
     _saturation_quotes(P, q, sat, at_max, result)
     return result.done()

@@ -72,15 +72,18 @@ class TrainSpec:
     n_heads: int = 4
     n_layers: int = 2
     d_value: int = 16
-    lr: float = 3e-3
+    lr: float = 1e-2                   # text: peak learning rate (images: `image_lr`)
+    image_lr: float = 3e-3
     max_steps: int = 2000
     eval_every: int = 100
     patience: int = 4
     min_improvement: float = 0.005
-    text_batch_tokens: int = 2048      # tokens per step for text (16 windows at n = 128)
+    text_batch_tokens: int = 1024      # tokens per step for text (8 windows at n = 128)
     text_train_tokens: int = 1_048_576  # windows of this many tokens in all
-    image_batch: int = 64
+    image_batch: int = 128
     image_train: int = 20000
+    val_tokens: int = 16384            # text: held-out validation windows of this many tokens (at most a tenth of
+                                       # the training windows; images: the trainer's default, 512 images)
     test_tokens: int = 16384           # text: test windows of this many tokens (images: `test_images`)
     test_images: int = 2000
     probe_tokens: int = 512            # rank probes: this many tokens of test sequences (at least 2 sequences)
@@ -103,6 +106,21 @@ def batch_size(domain: str, n: int, spec: TrainSpec) -> int:
     if domain_kind(domain) == "image":
         return spec.image_batch
     return max(2, spec.text_batch_tokens // n)
+
+
+def learning_rate(domain: str, spec: TrainSpec) -> float:
+    """Peak learning rate: `lr` for text, `image_lr` for images (measured: 1e-2 halves the text models' distance to
+    their bar at the same steps, while MNIST at 5e-3 or 1e-2 is noisier and less accurate than at 3e-3)."""
+    return spec.image_lr if domain_kind(domain) == "image" else spec.lr
+
+
+def val_examples(domain: str, n: int, spec: TrainSpec) -> int | None:
+    """Held-out validation windows for the stopping rule: `val_tokens` tokens for text (at most a tenth of the
+    training windows, at least 2); None for images (the stacked trainer's default). Validation runs every
+    `eval_every` steps on every model, so its size is a large share of a text stack's cost."""
+    if domain_kind(domain) == "image":
+        return None
+    return max(2, min(spec.val_tokens, spec.text_train_tokens // 10) // n)
 
 
 def load_domain(domain: str, n: int, spec: TrainSpec) -> datasets.TaskData:
@@ -154,9 +172,10 @@ def train_models(domain: str, n: int, spec: dict, members: list[dict]):
     started = time.perf_counter()
     try:
         result = train_stack(stack, data, seeds=[seeding.derive_seed(m["seed"], "order") for m in members],
-                             steps=spec_obj.max_steps, batch_size=batch_size(domain, n, spec_obj), lr=spec_obj.lr,
+                             steps=spec_obj.max_steps, batch_size=batch_size(domain, n, spec_obj), lr=learning_rate(domain, spec_obj),
                              eval_every=spec_obj.eval_every, patience=spec_obj.patience,
-                             min_improvement=spec_obj.min_improvement, device="cpu", progress=True, threads=1)
+                             min_improvement=spec_obj.min_improvement,
+                             val_examples=val_examples(domain, n, spec_obj), device="cpu", progress=True, threads=1)
     except StackDiverged as error:
         result = error.result
     return stack, data, result.status, time.perf_counter() - started

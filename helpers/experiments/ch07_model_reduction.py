@@ -53,8 +53,9 @@ def resolve(P):
     return P
 
 
-def finetune_lr(P) -> float:
-    return FINETUNE_LR_RATIO * P.SPEC["lr"]
+def finetune_lr(P, domain: str) -> float:
+    """`FINETUNE_LR_RATIO` times chapter 06's peak learning rate for the domain."""
+    return FINETUNE_LR_RATIO * ch06.learning_rate(domain, ch06.TrainSpec(**P.SPEC))
 
 
 def compression_sweep(P, progress: bool = True) -> pd.DataFrame:
@@ -63,7 +64,7 @@ def compression_sweep(P, progress: bool = True) -> pd.DataFrame:
     ranks = list(range(1, d_max + 1))
     configs = [dict(domain=t["domain"], n=t["n"], spec=t["spec"], members=t["members"], d_max=d_max, ranks=ranks,
                     finetune_ranks=[r for r in P.D_QK if r < d_max], finetune_steps=P.FINETUNE_STEPS,
-                    finetune_lr=finetune_lr(P)) for t in ch06.stack_tasks(P)]
+                    finetune_lr=finetune_lr(P, t["domain"])) for t in ch06.stack_tasks(P)]
     df = run_sweep(EXPERIMENT_COMPRESSION, compression_point, configs, [0], progress=progress)
     return df.drop(columns=["spec", "members", "ranks", "finetune_ranks"])
 
@@ -256,7 +257,7 @@ def analyse(P) -> ChapterResult:
         qk_share[(domain, n)] = 1 - row.qk_params / row.qk_params_full
     result.quote("ch7_d_max", d_max, "d")
     result.quote("ch7_finetune_steps", P.FINETUNE_STEPS, "d")
-    result.quote("ch7_finetune_lr", finetune_lr(P), "g")
+    result.quote("ch7_finetune_lr", ch06.lr_text(P.DOMAINS, ch06.TrainSpec(**P.SPEC), FINETUNE_LR_RATIO))
     result.quote("ch7_finetune_ranks", english.join([str(r) for r in P.D_QK if r < d_max] + [f"{d_max} (control)"]))
     result.quote("ch7_tolerance_pct", 100 * TOLERANCE, "g")
     result.quote("ch7_included", english.count_of(len(included), len(q), "setting"))

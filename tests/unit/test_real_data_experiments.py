@@ -168,3 +168,35 @@ def test_saturation_display_names_the_edge_cases():
          "low": math.nan, "high": math.nan}])
     row = ch.saturation_display(sat).loc["bbc, n = 64"]
     assert row.tolist() == ["3.1 (2.4–4)", "≤ 1 (1–1)", "–"]
+
+
+def test_cap_sentence_counts_the_models_at_the_cap_and_warns_only_where_most_are():
+    q = pd.DataFrame([{"domain": "shakespeare", "n": 64, "models": 12, "not_converged": 7},
+                      {"domain": "mnist", "n": 16, "models": 12, "not_converged": 0},
+                      {"domain": "bbc", "n": 128, "models": 12, "not_converged": 2}])
+    text = ch.cap_sentence(q, patience=4, min_improvement=0.005)
+    assert text.startswith("9 of 36 models ran to the step cap")
+    assert "7 of 12 at shakespeare, n = 64 and 2 of 12 at bbc, n = 128" in text
+    assert "mnist" not in text and "0.5 % within their last 4 evaluations" in text
+    assert "Where most models of a setting ran to the cap (shakespeare at n = 64)" in text
+    calm = ch.cap_sentence(q.assign(not_converged=[6, 0, 1]), patience=1, min_improvement=0.01)
+    assert calm.startswith("7 of 36 models") and "last 1 evaluation," in calm
+    assert "In every setting most models converged" in calm and "Where most" not in calm
+    done = ch.cap_sentence(q.assign(not_converged=0), patience=4, min_improvement=0.005)
+    assert done.startswith("Every one of the 36 models was stopped by the stopping rule")
+
+
+def test_text_validation_set_is_val_tokens_long_and_at_most_a_tenth_of_training():
+    spec = pts.TrainSpec()
+    assert pts.val_examples("shakespeare", 128, spec) == spec.val_tokens // 128
+    small = pts.TrainSpec(text_train_tokens=40960, val_tokens=16384)
+    assert pts.val_examples("bbc", 32, small) == 4096 // 32      # a tenth of the training tokens
+    assert pts.val_examples("shakespeare", 1024, pts.TrainSpec(val_tokens=1024)) == 2
+    assert pts.val_examples("mnist", 16, spec) is None
+
+
+def test_learning_rate_is_per_domain_kind_and_said_in_words():
+    spec = pts.TrainSpec(lr=1e-2, image_lr=3e-3)
+    assert pts.learning_rate("shakespeare", spec) == 1e-2 and pts.learning_rate("mnist", spec) == 3e-3
+    assert ch.lr_text(["shakespeare", "mnist", "bbc"], spec) == "0.01 for text and 0.003 for images"
+    assert ch.lr_text(["bbc"], spec, ratio=0.3) == "0.003 for text"
