@@ -76,9 +76,7 @@ DEFAULTS = {                      # name -> (quick, full)
 
 def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved), the training spec, and check linked parameters."""
-    for name, (quick, full) in DEFAULTS.items():
-        value = P.mode_default(name, quick=quick, full=full)
-        P[name] = sorted(value) if isinstance(value, list) and name != "DOMAINS" else value
+    P.fill_mode_defaults(DEFAULTS)   # grids sorted; DOMAINS, a list of names, in the order given
     for domain in P.DOMAINS:
         for n in P[N_PARAMS[domain]]:
             try:

@@ -45,9 +45,7 @@ FINETUNE_LR_RATIO = 0.3   # fine-tuning learning rate, as a share of chapter 06'
 def resolve(P):
     """Chapter 06's defaults (the same models) and this chapter's own; checks between parameters."""
     P = ch06.resolve(P)
-    for name, (quick, full) in DEFAULTS.items():
-        value = P.mode_default(name, quick=quick, full=full)
-        P[name] = sorted(value) if isinstance(value, list) else value
+    P.fill_mode_defaults(DEFAULTS)
     parameters.require(max(P.MINILM_RANKS) <= 32, "MINILM_RANKS", P.MINILM_RANKS,
                        "integers 1 .. 32 (all-MiniLM-L6-v2 has query/key width 32)")
     return P
