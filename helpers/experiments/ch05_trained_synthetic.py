@@ -340,7 +340,7 @@ def headline(verdicts: dict) -> str:
     parts = [f"{task} is untestable at this budget" if v.outcome == "untestable"
              else f"{task} supports {ANSWER_WORDS[v.outcome]}" for task, v in verdicts.items()]
     text = "; ".join(parts)
-    return text[0].upper() + text[1:] + " (details and intervals below)."
+    return text[0].upper() + text[1:] + "."
 
 
 def excluded_text(cells: pd.DataFrame, task: str) -> str:
