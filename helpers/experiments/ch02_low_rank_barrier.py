@@ -203,6 +203,7 @@ def _barrier(P, result) -> None:
     inside = int(((uniform.ci_low <= uniform.bound) & (uniform.bound <= uniform.ci_high)).sum())
     result.quote("ch2_uniform_inside", inside, "d")
     result.quote("ch2_n_count", len(P.N_VALUES), "d")
+    result.quote("ch2_uniform_factor", UNIFORM_TRIALS_FACTOR, "d")
     result.quote("ch2_uniform_max_absz", float(uniform_z.abs().max()), ".2f")
     result.quote("ch2_var_max_absz", float(var_z.abs().max()), ".2f")
     result.verdict("ch2_formulas", formulas_verdict(uniform_z, var_z))
