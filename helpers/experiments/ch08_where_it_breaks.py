@@ -29,10 +29,18 @@ NUM3, NUM8 = MEASURES[2], MEASURES[4]     # "numerical@1e-03" (headline), "numer
 SHORT = {"identity": "id", "previous_token": "prev", "causal_random": "causal", "uniform_causal": "ucausal",
          "random_softmax": "rand"}
 TAGS = {"hardmax": "hm", NUM3: "num3", "effective": "eff", "stable": "st", NUM8: "num8"}
+# how the page's tables name the heads, the depth study's factors and the trained-model summary (data keys stay as is)
+HEAD_NAMES = {"identity": "identity", "previous_token": "previous-token", "causal_random": "causal, random logits",
+              "uniform_causal": "causal, uniform limit C", "uniform": "uniform limit", "random_softmax": "random, softmax",
+              "random_hardmax": "random, hardmax", "random": "random (mean)"}
+DEPTH_FACTORS = {"pos": "positions", "arch": "blocks", "norm": "LayerNorm"}
+TRAINED_COLUMNS = {"accuracy": "test accuracy", "heads": "heads", "breaking": "heads breaking the barrier",
+                   "max_hardmax_over_n": "largest hardmax rank / n", "mean_hardmax_over_n": "mean hardmax rank / n"}
 
 # ------------------------------------------------------------------------------------------------ verdict rules
 CLOSED_RTOL = 1e-3      # a measured rank matches its closed form within 1e-3 (relative and absolute)
 BREAK_SDS = 3.0         # a head breaks the barrier above E[rank] + 3 standard errors of a mean of i.i.d. draws
+SOLVED = 0.9            # a task counts as learned at this mean test accuracy (the claims ledger's bar too)
 COLLAPSED = 1e-3        # token states count as collapsed below this relative residual
 KEPT = 0.1              # ... and as kept apart above this one
 
@@ -90,6 +98,16 @@ def trained_verdict(breaking_by_task: dict[str, int], heads: int) -> Verdict:
                    rule=f"a head breaks the barrier when its mean hardmax rank exceeds E[rank] by more than "
                         f"{BREAK_SDS:g} standard errors of a mean of i.i.d. draws",
                    evidence={"heads": heads, "breaking": total, "by_task": dict(breaking_by_task)})
+
+
+def unlearned_sentence(accuracy_by_task: dict[str, float], bar: float = SOLVED) -> str:
+    """Which tasks the models did not learn (mean test accuracy below `bar`), as a clause for the prose."""
+    missed = [f"{task} ({english.percent(acc)} test accuracy)" for task, acc in accuracy_by_task.items() if acc < bar]
+    if not missed:
+        return f"every task was learned (at least {english.percent(bar)} test accuracy)"
+    verb = "was" if len(missed) == 1 else "were"
+    return (f"{english.join(missed)} {verb} not learned (the bar is {english.percent(bar)}), so the heads of "
+            f"{'that task say' if len(missed) == 1 else 'those tasks say'} nothing about what a solution needs")
 
 
 def collapse_verdict(pure_max: float, residual_min: float) -> Verdict:
@@ -278,6 +296,8 @@ def _trained(P, result) -> None:
     result.quote("ch8_tasks", english.join(P.TASKS))
     result.quote("ch8_train_steps", P.TRAIN_STEPS, "d")
     result.quote("ch8_train_models", len(P.TASKS) * len(seeds), "d")
+    result.quote("ch8_train_seeds", len(seeds), "d")
+    result.quote("ch8_unlearned", unlearned_sentence(per_task.accuracy.to_dict()))
     result.quote("ch8_init_max_over_n", float(trained[trained.stage == "init"].hardmax_over_n.max()), ".2f")
     result.quote("ch8_threshold_over_n", breaking_threshold(TRAIN_N, TRAIN_EXAMPLES) / TRAIN_N, ".3f")
     for task in ("reversal", "copy"):
