@@ -89,6 +89,15 @@ def test_trained_verdict():
     assert none.outcome == "holds" and none.sentence == "none of the 8 trained heads breaks the barrier"
 
 
+def test_unlearned_sentence_names_the_tasks_below_the_bar():
+    assert chapter.unlearned_sentence({"copy": 1.0, "reversal": 0.95}) == "every task was learned (at least 90 % test accuracy)"
+    one = chapter.unlearned_sentence({"copy": 1.0, "recall": 0.188})
+    assert one.startswith("recall (19 % test accuracy) was not learned (the bar is 90 %)") and "that task" in one
+    two = chapter.unlearned_sentence({"sorting": 0.5, "recall": 0.2, "copy": 0.9})   # 0.9 is at the bar: learned
+    assert two.startswith("sorting (50 % test accuracy) and recall (20 % test accuracy) were not learned")
+    assert "copy" not in two and "those tasks" in two
+
+
 def test_collapse_verdict():
     assert chapter.collapse_verdict(1e-12, 0.5).outcome == "prevented"
     assert chapter.collapse_verdict(1e-12, 0.01).outcome == "collapses"
