@@ -73,7 +73,7 @@ def _barrier(v: dict) -> Verdict:
     below = [r for r in points if r["ci_low_over_n"] <= r["bound_over_n"]]
     top = max(points, key=lambda r: r["mc_rank_over_n"] / r["bound_over_n"])
     evidence = (f"{count(len(below), len(points), '$(n, d_h)$ point')} have a 95 % interval reaching down to the exact "
-                f"bound $B(n)/n$; closest: mean rank {_number(top['mc_rank_over_n'], 3)} $n$ against "
+                f"bound $B(n)/n$; highest mean relative to its bound: {_number(top['mc_rank_over_n'], 3)} $n$ against "
                 f"{_number(top['bound_over_n'], 3)} $n$ at $n = {top['n']}$, $d_h = {top['d_head']}$")
     return Verdict(HOLDS if len(below) == len(points) else FAILS, evidence)
 
@@ -107,9 +107,10 @@ def _saturation_log_n(v: dict) -> Verdict:
     bounded = {key: spread <= 1.5 for key, (spread, _) in spreads.items()}
     low, high = min(s for s, _ in spreads.values()), max(s for s, _ in spreads.values())
     ns = sorted({n for _, points in spreads.values() for n, _ in points})
+    within = sorted(s.replace('hardmax, ', '') + ' (' + d + ')' for (s, d), ok in bounded.items() if ok)
     evidence = (f"over $n$ = {ns[0]} to {ns[-1]}, knee$/\\ln n$ changes by a factor {_number(low)} to {_number(high)} "
-                f"({count(sum(bounded.values()), len(spreads), 'curve')} within a factor 1.5: "
-                f"{', '.join(sorted(s.replace('hardmax, ', '') + ' (' + d + ')' for (s, d), ok in bounded.items() if ok)) or 'none'})")
+                f"({count(len(within), len(spreads), 'curve')} within a factor 1.5"
+                + (f": {', '.join(within)})" if within else ")"))
     if all(bounded.values()):
         return Verdict(HOLDS, evidence)
     return Verdict(CONDITIONAL if any(bounded.values()) else FAILS, evidence)
@@ -118,8 +119,8 @@ def _saturation_log_n(v: dict) -> Verdict:
 def _reduction_init(v: dict) -> Verdict:
     # Chapter 4's hardmax points at initialization against the exact bound; z < 3 counts as below.
     exceed, total = int(v["ch4_hard_exceed"]), int(v["ch4_hard_points"])
-    evidence = (f"{count(total - exceed, total, 'point')} at or below the bound; largest excess "
-                f"{_number(v['ch4_hard_max_z'])} standard errors (negative: below)")
+    evidence = (f"{count(exceed, total, 'point')} more than 3 standard errors above the bound; the highest is "
+                f"{english.signed(v['ch4_hard_max_z'], 'standard error')} it")
     return Verdict(HOLDS if exceed == 0 else FAILS, evidence)
 
 
@@ -138,7 +139,7 @@ def _width_grows_like_log_n(v: dict) -> Verdict:
     other = sorted(f"`{t}` ({a})" for t, a in tested.items() if a != "log")
     evidence = (f"{count(len(log), len(tested), 'testable task')} support O(log n)"
                 + (f" ({', '.join(f'`{t}`' for t in log)})" if log else "")
-                + (f"; the others: {', '.join(other)}" if other else "")
+                + (f"; {'the other' if len(other) == 1 else 'the others'}: {', '.join(other)}" if other else "")
                 + (f"; untestable at this budget: {', '.join(f'`{t}`' for t in untested)}" if untested else ""))
     return Verdict(HOLDS if not other else FAILS if not log else CONDITIONAL, evidence)
 
@@ -152,7 +153,7 @@ def _trained_synthetic(v: dict) -> Verdict:
     above = [h for h in v["above_ceiling"] if h["hardmax_over_n"] > CH5_CEILING]
     needs = {(c["task"], c["n"]) for c in v["cells"] if c["pattern_hardmax_rank"] > CH5_CEILING * c["n"]}
     forced = [h for h in above if (h["task"], h["n"]) in needs]
-    evidence = f"{count(len(above), total, 'trained head')} above {_number(CH5_CEILING)} n by the hardmax rank"
+    evidence = f"{count(len(above), total, 'trained head')} above {_number(CH5_CEILING)} $n$ by the hardmax rank"
     if not above:
         return Verdict(HOLDS, evidence)
     if len(forced) == len(above):
@@ -171,7 +172,7 @@ def _trained_break(v: dict) -> Verdict:
                                    f"accuracy (bar: 90 %)")
     breaking, heads = int(reversal["breaking"]), int(reversal["heads"])
     evidence = (f"{count(breaking, heads, 'reversal head')} above the breaking threshold, largest hardmax rank "
-                f"{_number(reversal['max_hardmax_over_n'])} $n$, at {_number(100 * reversal['accuracy'], 2)} % accuracy")
+                f"{reversal['max_hardmax_over_n']:.2f} $n$, at {_number(100 * reversal['accuracy'], 2)} % accuracy")
     return Verdict(HOLDS if breaking > 0 else FAILS, evidence)
 
 
@@ -297,7 +298,7 @@ RULES: tuple[Rule, ...] = (
          "smallest $d_{qk}$ reaching 95 % of the best accuracy, fitted against $n$ per task",
          "05_trained_synthetic", ("verdicts",), "fig-ch5-fits", _width_grows_like_log_n),
     Rule("Trained heads on synthetic tasks stay under the barrier.", "book",
-         "hardmax rank of every head of the converged models of chapter 5, against 0.63 n",
+         "hardmax rank of every head of the converged models of chapter 5, against $0.63 n$",
          "05_trained_synthetic", ("ch5_heads_total", "above_ceiling", "cells"), "fig-ch5-phase", _trained_synthetic),
     Rule("On real data (text and images) trained heads stay under the barrier.", "book",
          "small transformers trained on the character text and MNIST patches of chapter 6; hardmax rank",

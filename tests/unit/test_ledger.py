@@ -48,6 +48,9 @@ def test_saturation_rule_compares_knees_with_log_n(growth, status):
              for n in (16, 64, 256, 1024)]
     verdict = ledger.evaluate(rule("03_saturation"), {"03_saturation": {"values": {"knees": knees}}})
     assert verdict.status == status
+    within = "(1 of 1 curve within a factor 1.5: gaussian keys (loose))" if status == ledger.HOLDS else \
+        "(0 of 1 curve within a factor 1.5)"
+    assert within in verdict.evidence, verdict.evidence
     two_points = {"03_saturation": {"values": {"knees": knees[:2]}}}
     assert ledger.evaluate(rule("03_saturation"), two_points).status == ledger.UNTESTABLE
 
@@ -115,8 +118,9 @@ def ch5(values):
 @pytest.mark.parametrize("answers, status, words", [
     ({"copy": "log", "qsa": "log", "mq_recall": "untestable"}, ledger.HOLDS, "2 of 2 testable tasks support O(log n)"),
     ({"copy": "log", "reversal": "linear"}, ledger.CONDITIONAL, "1 of 2 testable tasks support O(log n) (`copy`); "
-                                                                "the others: `reversal` (linear)"),
-    ({"reversal": "linear", "qsa": "full"}, ledger.FAILS, "0 of 2 testable tasks"),
+                                                                "the other: `reversal` (linear)"),
+    ({"reversal": "linear", "qsa": "full"}, ledger.FAILS, "0 of 2 testable tasks support O(log n); the others: "
+                                                          "`qsa` (full), `reversal` (linear)"),
     ({"copy": "untestable", "qsa": "untestable"}, ledger.UNTESTABLE, "0 of 2 tasks testable"),
 ])
 def test_chapter_5_width_rule_follows_the_per_task_answers(answers, status, words):
@@ -135,9 +139,9 @@ def heads_metrics(above):
 
 
 @pytest.mark.parametrize("above, status, words", [
-    ([], ledger.HOLDS, "0 of 40 trained heads above 0.63 n"),
+    ([], ledger.HOLDS, "0 of 40 trained heads above 0.63 $n$"),
     ([("copy", 0.5)], ledger.HOLDS, "0 of 40"),                        # above only by the numerical rank
-    ([("reversal", 0.9), ("reversal", 1.0)], ledger.CONDITIONAL, "2 of 40 trained heads above 0.63 n by the hardmax "
+    ([("reversal", 0.9), ("reversal", 1.0)], ledger.CONDITIONAL, "2 of 40 trained heads above 0.63 $n$ by the hardmax "
                                                                  "rank, all on tasks whose solving pattern"),
     ([("reversal", 0.9), ("copy", 0.7)], ledger.FAILS, "1 of them on tasks whose pattern stays below it"),
 ])
@@ -177,3 +181,15 @@ def test_changing_the_sphere_knee_metric_changes_the_status():
     flat.update(outcome="undetermined", evidence={"knees": 1})
     assert ledger.evaluate(sphere, metrics).status == ledger.UNTESTABLE
     assert ledger.evaluate(sphere, {"03b_predicting_rank": {"values": {}}}).status == ledger.NOT_RUN
+
+
+@pytest.mark.parametrize("exceed, max_z, status, words", [
+    (0, -0.76, ledger.HOLDS, "0 of 220 points more than 3 standard errors above the bound; the highest is "
+                             "0.76 standard errors below it"),
+    (2, 4.5, ledger.FAILS, "2 of 220 points more than 3 standard errors above the bound; the highest is "
+                           "4.5 standard errors above it"),
+])
+def test_chapter_4_rule_counts_points_above_the_bound_and_names_the_highest(exceed, max_z, status, words):
+    values = {"ch4_hard_exceed": exceed, "ch4_hard_points": 220, "ch4_hard_max_z": max_z}
+    verdict = ledger.evaluate(rule("04_random_attention"), {"04_random_attention": {"values": values}})
+    assert verdict.status == status and verdict.evidence == words, verdict.evidence
