@@ -22,7 +22,7 @@ from .ch04_random_attention_points import (DIAGNOSTICS, LAYOUTS, ORDER, RANK_MEA
                                           layout_d_model, rank_point, weight_std)
 
 SATURATION_FRACTION = 0.95
-LAYOUT_NAMES = {"heads_fixed": "heads fixed", "dmodel_fixed": "d_model fixed"}   # for legends
+LAYOUT_NAMES = {"heads_fixed": "heads fixed", "dmodel_fixed": r"$d_\mathrm{model}$ fixed"}   # for legends
 
 
 def rank_sweep(n_values, d_heads, inputs, d_model: int, trials: int, seeds, progress: bool = False,
