@@ -26,6 +26,7 @@ TOLERANCES = [1e-2, 1e-3, 1e-5, 1e-8]
 HEADLINE = rank.label("numerical", HEADLINE_TOL)
 BARRIER = theory.BARRIER_FRACTION   # 1 - 1/e
 EXAMPLE_N = 64                 # the heat maps of two heads use the n of the grid nearest to this
+CORPUS_NAMES = {"shakespeare": "Shakespeare", "bbc": "BBC News"}   # how the page names the corpora
 
 # ------------------------------------------------------------------------------------------------ verdict rules
 PROPORTIONAL_TOL = 0.25        # rank / n "roughly constant" when it moves by less than 25 % between the two n
@@ -175,7 +176,7 @@ def _setting(P, facts, df, layers, result) -> None:
     result.quote("ch9_dh_over_logn", facts["d_head"] / math.log(n_max), ".1f")
     result.quote("ch9_windows", P.WINDOWS, "d")
     result.quote("ch9_n_count", len(P.N_VALUES), "d")
-    result.quote("ch9_corpora", english.join(P.CORPORA))
+    result.quote("ch9_corpora", english.join([CORPUS_NAMES[c] for c in P.CORPORA]))
     result.quote("ch9_matrices", len(df), "d")
     result.frames["per_layer_rank_over_n"] = {
         corpus: {measure: {str(n): {w: part[(part.n == n) & (part.weights == w)].sort_values("layer")["mean"].tolist()
