@@ -131,10 +131,10 @@ def exceedance_verdict(z_scores, z: float = Z_EXCEED) -> Verdict:
     closest = english.signed(worst, "standard error", above="above", below="below")
     if count == 0:
         sentence = (f"none of the {english.plural(z_scores.size, 'point')} lies more than {english.number(z)} standard "
-                    f"errors above the bound for its n (the highest is {closest} it)")
+                    f"errors above the bound for its sequence length (the highest is {closest} it)")
     else:
         sentence = (f"{english.count_of(count, z_scores.size, 'point')} lie more than {english.number(z)} standard "
-                    f"errors above the bound for their n (the highest is {closest} it)")
+                    f"errors above the bound for their sequence length (the highest is {closest} it)")
     return Verdict("never" if count == 0 else "exceeds", sentence,
                    rule=f"a point exceeds the bound when it is more than {z:g} standard errors above it",
                    evidence={"points": int(z_scores.size), "exceeding": count, "max_z": worst, "z": z})

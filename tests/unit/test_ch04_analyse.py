@@ -85,7 +85,7 @@ def test_running_maximum_drop_rule():
 def test_exceedance_verdict_in_words():
     none = chapter.exceedance_verdict([-2.0, -0.5, 1.2])
     assert none.outcome == "never" and none.evidence["exceeding"] == 0
-    assert none.sentence == ("none of the 3 points lies more than 3 standard errors above the bound for its n "
+    assert none.sentence == ("none of the 3 points lies more than 3 standard errors above the bound for its sequence length "
                              "(the highest is 1.2 standard errors above it)")
     some = chapter.exceedance_verdict([4.0, -1.0])
     assert some.outcome == "exceeds" and some.sentence.startswith("1 of 2 points lie more than 3")
