@@ -137,7 +137,7 @@ def _width_grows_like_log_n(v: dict) -> Verdict:
                                    f"({count(0, len(answers), 'task')} testable)")
     log = sorted(t for t, a in tested.items() if a == "log")
     other = sorted(f"`{t}` ({a})" for t, a in tested.items() if a != "log")
-    evidence = (f"{count(len(log), len(tested), 'testable task')} support O(log n)"
+    evidence = (f"{count(len(log), len(tested), 'testable task')} support $O(\\log n)$"
                 + (f" ({', '.join(f'`{t}`' for t in log)})" if log else "")
                 + (f"; {'the other' if len(other) == 1 else 'the others'}: {', '.join(other)}" if other else "")
                 + (f"; untestable at this budget: {', '.join(f'`{t}`' for t in untested)}" if untested else ""))

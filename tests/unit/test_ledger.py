@@ -116,10 +116,10 @@ def ch5(values):
 
 
 @pytest.mark.parametrize("answers, status, words", [
-    ({"copy": "log", "qsa": "log", "mq_recall": "untestable"}, ledger.HOLDS, "2 of 2 testable tasks support O(log n)"),
-    ({"copy": "log", "reversal": "linear"}, ledger.CONDITIONAL, "1 of 2 testable tasks support O(log n) (`copy`); "
+    ({"copy": "log", "qsa": "log", "mq_recall": "untestable"}, ledger.HOLDS, "2 of 2 testable tasks support $O(\\log n)$"),
+    ({"copy": "log", "reversal": "linear"}, ledger.CONDITIONAL, "1 of 2 testable tasks support $O(\\log n)$ (`copy`); "
                                                                 "the other: `reversal` (linear)"),
-    ({"reversal": "linear", "qsa": "full"}, ledger.FAILS, "0 of 2 testable tasks support O(log n); the others: "
+    ({"reversal": "linear", "qsa": "full"}, ledger.FAILS, "0 of 2 testable tasks support $O(\\log n)$; the others: "
                                                           "`qsa` (full), `reversal` (linear)"),
     ({"copy": "untestable", "qsa": "untestable"}, ledger.UNTESTABLE, "0 of 2 tasks testable"),
 ])
