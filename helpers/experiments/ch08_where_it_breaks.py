@@ -248,6 +248,9 @@ def _depth(P, result) -> None:
     result.data["depth"] = depth_df
     result.quote("ch8_depth", P.DEPTH, "d")
     result.quote("ch8_depth_n", DEPTH_N, "d")
+    for name, value in (("d_model", DEPTH_D_MODEL), ("heads", DEPTH_HEADS), ("d_head", DEPTH_D_MODEL // DEPTH_HEADS),
+                        ("vocab", DEPTH_VOCAB)):   # the stacks' set-up, as the prose states it
+        result.quote(f"ch8_depth_{name}", value, "d")
     keys = ["pos", "arch", "norm"]
     last = depth_df[depth_df.layer == P.DEPTH].set_index(keys)
     first = depth_df[depth_df.layer == 1].set_index(keys)
@@ -297,6 +300,9 @@ def _trained(P, result) -> None:
     result.quote("ch8_train_steps", P.TRAIN_STEPS, "d")
     result.quote("ch8_train_models", len(P.TASKS) * len(seeds), "d")
     result.quote("ch8_train_seeds", len(seeds), "d")
+    for name, value in (("n", TRAIN_N), ("d_model", TRAIN_D_MODEL), ("layers", TRAIN_LAYERS), ("heads", TRAIN_HEADS),
+                        ("d_head", TRAIN_D_MODEL // TRAIN_HEADS)):   # the trained models' set-up, as the prose states it
+        result.quote(f"ch8_train_{name}", value, "d")
     result.quote("ch8_unlearned", unlearned_sentence(per_task.accuracy.to_dict()))
     result.quote("ch8_init_max_over_n", float(trained[trained.stage == "init"].hardmax_over_n.max()), ".2f")
     result.quote("ch8_threshold_over_n", breaking_threshold(TRAIN_N, TRAIN_EXAMPLES) / TRAIN_N, ".3f")
