@@ -102,7 +102,7 @@ def attention_heatmap(ax, matrix, label: str = "", vmax: float | None = None, cb
     return ax
 
 
-def barrier_line(ax, n_values, fraction: float, label: str = r"$(1-1/e)\,n$"):
+def barrier_line(ax, n_values, fraction: float, label: str = r"$1 - 1/e$"):
     """The 0.63 n reference drawn on an axis whose y is rank / n (fraction) or rank (n given)."""
     ax.axhline(fraction, color="black", linestyle="--", linewidth=1, label=label)
     return ax
