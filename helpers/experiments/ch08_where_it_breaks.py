@@ -100,6 +100,19 @@ def trained_verdict(breaking_by_task: dict[str, int], heads: int) -> Verdict:
                    evidence={"heads": heads, "breaking": total, "by_task": dict(breaking_by_task)})
 
 
+PERMUTATION_TASKS = ("reversal",)   # tasks whose solution reads every position once: a permutation pattern
+
+
+def where_broken_sentence(breaking_by_task: dict[str, int]) -> str:
+    """On which tasks trained heads broke the barrier, said against the tasks whose solution is a permutation."""
+    tasks = [task for task, k in breaking_by_task.items() if k > 0]
+    if not tasks:
+        return "no trained head broke the barrier"
+    if set(tasks) <= set(PERMUTATION_TASKS):
+        return f"heads broke the barrier only on {english.join(tasks)}, whose solution is a permutation of the positions"
+    return f"heads broke the barrier on {english.join(tasks)}, not only where the solution is a permutation"
+
+
 def unlearned_sentence(accuracy_by_task: dict[str, float], bar: float = SOLVED) -> str:
     """Which tasks the models did not learn (mean test accuracy below `bar`), as a clause for the prose."""
     missed = [f"{task} ({english.percent(acc)} test accuracy)" for task, acc in accuracy_by_task.items() if acc < bar]
@@ -304,6 +317,7 @@ def _trained(P, result) -> None:
                         ("d_head", TRAIN_D_MODEL // TRAIN_HEADS)):   # the trained models' set-up, as the prose states it
         result.quote(f"ch8_train_{name}", value, "d")
     result.quote("ch8_unlearned", unlearned_sentence(per_task.accuracy.to_dict()))
+    result.quote("ch8_where_broken", where_broken_sentence(per_task.breaking.astype(int).to_dict()))
     result.quote("ch8_init_max_over_n", float(trained[trained.stage == "init"].hardmax_over_n.max()), ".2f")
     result.quote("ch8_threshold_over_n", breaking_threshold(TRAIN_N, TRAIN_EXAMPLES) / TRAIN_N, ".3f")
     for task in ("reversal", "copy"):

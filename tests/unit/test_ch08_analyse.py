@@ -98,6 +98,14 @@ def test_unlearned_sentence_names_the_tasks_below_the_bar():
     assert "copy" not in two and "those tasks" in two
 
 
+def test_where_broken_sentence_separates_permutation_tasks_from_the_others():
+    assert chapter.where_broken_sentence({"reversal": 4, "copy": 0}) == (
+        "heads broke the barrier only on reversal, whose solution is a permutation of the positions")
+    assert chapter.where_broken_sentence({"reversal": 0, "copy": 0}) == "no trained head broke the barrier"
+    assert chapter.where_broken_sentence({"reversal": 2, "copy": 1}) == (
+        "heads broke the barrier on reversal and copy, not only where the solution is a permutation")
+
+
 def test_collapse_verdict():
     assert chapter.collapse_verdict(1e-12, 0.5).outcome == "prevented"
     assert chapter.collapse_verdict(1e-12, 0.01).outcome == "collapses"
