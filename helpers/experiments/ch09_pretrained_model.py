@@ -43,9 +43,9 @@ def barrier_verdict(layers_above: int, points: int) -> Verdict:
 
 
 def numerical_verdict(layers_above: int, points: int) -> Verdict:
-    """Where the numerical-rank layer means sit against the 0.63 n line."""
+    """Where the numerical-rank layer means sit against the 0.63 n line ("mostly": more than MOSTLY of them above)."""
     if layers_above > MOSTLY * points:
-        outcome, sentence = "mostly_above", "well above the 0.63 n line"
+        outcome, sentence = "mostly_above", "mostly above the 0.63 n line"
     elif layers_above:
         outcome, sentence = "some_above", "above the 0.63 n line in some layers"
     else:

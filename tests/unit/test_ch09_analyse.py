@@ -57,6 +57,7 @@ def test_barrier_verdict():
 
 def test_numerical_verdict():
     assert chapter.numerical_verdict(7, 12).outcome == "mostly_above"
+    assert chapter.numerical_verdict(7, 12).sentence == "mostly above the 0.63 n line"   # not "well above": 5 are below
     assert chapter.numerical_verdict(6, 12).outcome == "some_above"      # exactly half is not "more than half"
     assert chapter.numerical_verdict(0, 12).sentence == "below the 0.63 n line everywhere"
 
