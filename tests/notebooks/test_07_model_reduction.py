@@ -51,6 +51,8 @@ def test_smallest_r_is_recomputed_from_the_rows(metrics):
             per_seed = [next(k for k in ranks if next(r["test_loss"] for r in part if r["seed"] == sd and r["r"] == k)
                              <= 1.01 * ref[sd]) for sd in seeds]
             assert s["seed_low"] == min(per_seed) and s["seed_high"] == max(per_seed)
+            below = [k for k in ranks if k < expected]  # an answer above untried ranks is a range
+            assert s["r_low"] == (below[-1] + 1 if below else expected)
         assert s["seeds"] >= 3
 
 
