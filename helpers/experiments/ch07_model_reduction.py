@@ -296,6 +296,10 @@ def analyse(P) -> ChapterResult:
     result.quote("ch7_full_rank_change", float((full_rank.loss - full_rank.base_loss).abs().max()), digits=1)
     result.quote("ch7_smallest_text", _smallest_text(smallest))
     result.quote("ch7_smallest_summary", smallest_summary(smallest, d_max))
+    control = curves[(curves.stage == "finetuned") & (curves.r == d_max)]
+    change = 100 * (control.loss - control.base_loss) / control.base_loss
+    result.quote("ch7_control_change", english.span(change.min(), change.max(), 2) + " %" if len(change) else "n/a")
+    result.quote("ch7_control_direction", "raises" if (change > 0).all() else "lowers" if (change < 0).all() else "changes")
     result.verdict("ch7_rule", rule_verdict(smallest, included, qk_share))
     result.verdict("ch7_scratch", scratch_verdict(scratch[[(r.domain, r.n) in included for _, r in scratch.iterrows()]]
                                                  if len(scratch) else scratch))
