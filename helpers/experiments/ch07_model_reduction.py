@@ -301,8 +301,10 @@ def analyse(P) -> ChapterResult:
     result.quote("ch7_control_change", english.span(change.min(), change.max(), 2) + " %" if len(change) else "n/a")
     result.quote("ch7_control_direction", "raises" if (change > 0).all() else "lowers" if (change < 0).all() else "changes")
     result.verdict("ch7_rule", rule_verdict(smallest, included, qk_share))
-    result.verdict("ch7_scratch", scratch_verdict(scratch[[(r.domain, r.n) in included for _, r in scratch.iterrows()]]
-                                                 if len(scratch) else scratch))
+    # the full-rank control is fine-tuned but not compressed: it is no comparison of compression with training small
+    compared = scratch[[(r.domain, r.n) in included and r.r < d_max for _, r in scratch.iterrows()]] if len(scratch) \
+        else scratch
+    result.verdict("ch7_scratch", scratch_verdict(compared))
     result.verdict("ch7_scaling", scaling_verdict(fits["truncated"]))
     counted = trunc[trunc.included]
     result.quote("ch7_needed_below_n", f"{int((counted.smallest_r < counted.n).sum())} of {len(counted)}")  # ledger

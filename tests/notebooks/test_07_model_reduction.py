@@ -65,6 +65,18 @@ def test_scratch_comparison_uses_chapter_06_models(metrics):
         assert c["seeds"] >= 3
 
 
+def test_scratch_verdict_counts_only_compressed_ranks(metrics):
+    values = metrics["values"]
+    included = {(q["domain"], q["n"]) for q in values["quality"] if q["included"]}
+    d_max = max(r["r"] for r in values["compression_rows"])
+    expected = {}
+    for c in values["scratch"]:
+        if (c["domain"], c["n"]) in included and c["r"] < d_max:  # the full-rank control is not compressed
+            expected[c["outcome"]] = expected.get(c["outcome"], 0) + 1
+    counts = {k: v for k, v in values["ch7_scratch"]["evidence"].items() if v}
+    assert counts == expected
+
+
 def test_minilm_compression_and_head_ranks(metrics):
     comp = sorted(metrics["values"]["minilm_compression"], key=lambda r: r["r"])
     assert comp[-1]["r"] == 32 and comp[-1]["cosine_mean"] == pytest.approx(1.0, abs=1e-9)
