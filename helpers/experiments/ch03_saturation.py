@@ -128,7 +128,7 @@ def growth_verdict(fits: list[dict], trend) -> Verdict:
     if best != LOG_FORM or (not np.isnan(trend) and trend > TREND_FASTER):
         return Verdict("faster", f"grows faster than linearly in log n (the best of the three forms by RMS log error "
                        f"is {FORM_WORDS[best]}, and {slope}), so the data support the paper's lower bound of order "
-                       "log n but not growth of that order", rule, evidence)
+                       "log n, but not a knee that grows only like log n", rule, evidence)
     return Verdict("log", f"is consistent with growth of order log n on this grid (the best form by RMS log error is "
                    f"{FORM_WORDS[best]}, and {slope}); with few values of n this cannot exclude faster growth",
                    rule, evidence)
