@@ -27,6 +27,11 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u207
 POSITIONAL = (1e-3, 1e6)   # with power=True, non-integers outside this range of magnitudes get a power of ten
 
 
+def ten_to(exponent: int) -> str:
+    """A power of ten as Unicode text: ten_to(-3) -> "10⁻³"."""
+    return f"10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+
+
 def number(value, digits: int = 3, power: bool = False, maths: bool = False) -> str:
     """`value` with `digits` significant digits in positional notation; integers (and whole floats) without decimals.
 
@@ -55,7 +60,7 @@ def number(value, digits: int = 3, power: bool = False, maths: bool = False) -> 
         exponent = math.floor(math.log10(abs(float(f"{value:.{digits - 1}e}"))))   # 9.99e-5 -> 10⁻⁴, not "10.0 × 10⁻⁵"
         mantissa = f"{value / 10 ** exponent:.{digits - 1}f}"
         mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
-        tens = f"10^{{{exponent}}}" if maths else f"10{str(exponent).translate(_SUPERSCRIPT)}"
+        tens = f"10^{{{exponent}}}" if maths else ten_to(exponent)
         times = " \\times " if maths else " \u00d7 "
         text = tens if mantissa == "1" else ("-" + tens if mantissa == "-1" else mantissa + times + tens)
         return f"${text}$" if maths else text

@@ -6,6 +6,8 @@ and a 9-point font stays 9 points as rendered. Captions, names and alt text live
 (README, "House style"), never in plot titles; panel labels sit above the axes, legends below the panels.
 """
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
@@ -163,11 +165,15 @@ def number_text(x: float) -> str:
     return english.number(x, 3, power=True)
 
 
-def measure_text(measure: str) -> str:
-    """A rank measure's name for tables and legends: "numerical@1e-03" -> "numerical, tol 10⁻³"."""
+def measure_text(measure: str, powers: bool = False) -> str:
+    """A rank measure's name for tables and legends: "numerical@1e-08" -> "numerical, tol 10⁻⁸", "numerical@1e-03" ->
+    "numerical, tol 0.001"; with `powers` every power-of-ten tolerance reads as one ("tol 10⁻³", "tol 10⁻¹"), so a
+    table or legend that shows several tolerances uses one notation."""
     if "@" in measure:
         name, tol = measure.split("@")
-        return f"{name}, tol {number_text(float(tol))}"
+        exponent = round(math.log10(float(tol)))
+        power = powers and math.isclose(float(tol), 10.0 ** exponent, rel_tol=1e-9)
+        return f"{name}, tol {english.ten_to(exponent) if power else number_text(float(tol))}"
     return MEASURE_LABELS.get(measure, measure)
 
 

@@ -54,16 +54,14 @@ multiply-adds of its query/key path (projections and scores, proportional to d_h
 padding the next dim's stack to it would exceed the budget. Small dims are cheap next to the fixed rest: at
 d_model 64, 4 heads of value width 16 and n = 128 (rest = 48 dims), 1..64 make [1, 2, 4, 8, 16], [24, 32], [64].
 
-**Speed (CPU, float32).** Stacking is for bookkeeping (one task, one stopping rule, one file per grid) and for
-dropping stopped models, not for raw speed on a CPU: the one-by-one loop (`helpers.train.train`) already gives
-every matmul 2,048 rows at d_model 64, n = 128, 16 windows per step, so the two trainers do the same work
-(GEMMs, flash attention, GELU, layer norm) at the same rate, 0.98x to 1.03x at equal threads on 2 cores
-(`benchmarks/bench_train_stacked.py`). The stack's own extra passes over activations are kept out: biases
-fused into `baddbmm`, the norms' per-model affine in one `addcmul`, each model's logit scale folded into its
-query weights, no argmax in training, no `where` in AdamW while every model is active, and evaluation in chunks
-of one standalone batch's size (larger stacked tensors fall out of cache). bfloat16 (autocast, or bf16
-activations with explicit attention) and `torch.compile` were measured at 0.6x to 1.2x a float32 step, so
-training stays float32.
+**Speed (CPU, float32).** Profiled against `helpers.train.train` at d_model 64, n = 128, 16 windows per
+step: the one-by-one loop already gives every matmul 2,048 rows, so stacking saves little dispatch
+overhead, and the cost is in work both trainers share (GEMMs, flash attention, GELU, layer norm). The
+stack's own extra passes over activations are kept out: biases fused into `baddbmm`, the norms' per-model
+affine in one `addcmul`, each model's logit scale folded into its query weights, no argmax in training,
+no `where` in AdamW while every model is active, and evaluation in chunks of one standalone batch's size
+(larger stacked tensors fall out of cache). bfloat16 autocast was measured slower (CPU flash-attention
+backward in bf16), so training stays float32; `benchmarks/bench_train_stacked.py` prints the ratio.
 
 Device handling: `helpers.models.pick_device` (CUDA when present), once, in `train_stack`.
 """

@@ -187,6 +187,7 @@ def _known(P, logits, result) -> None:
     causal = matrices["causal softmax"]
     result.quote("ch1_causal_min_diag", power_text(float(torch.diagonal(causal).min())))
     result.quote("ch1_causal_numerical", int(result.data["known"].loc["causal softmax", HEADLINE]), "d")
+    result.quote("ch1_causal_hardmax", int(result.data["known"].loc["causal softmax", "hardmax"]), "d")
 
 
 def _hardmax_count(P, gen, result) -> None:
@@ -222,6 +223,11 @@ def _tolerance_sweep(P, gen, result) -> None:
     result.quote("ch1_rank_tol1e3_at1", float(at_one.loc[HEADLINE, "rank"]), ".1f")
     result.quote("ch1_frac_tol1e3_hot", float(coldest[HEADLINE]), ".2f")
     result.quote("ch1_scale_max", float(scales.max()), ".0f")
+    # the hot end: a loose tolerance already counts one direction while a tight one still counts most
+    hottest = sweep[sweep.scale == scales.min()].set_index("measure").rank_over_n
+    result.quote("ch1_scale_min", float(scales.min()), ".1f")
+    for key, tol in (("1e3", 1e-3), ("1e8", 1e-8)):
+        result.quote(f"ch1_frac_tol{key}_hottest", float(hottest[rank.label("numerical", tol)]), ".2f")
     result.quote("ch1_bound_fraction", theory.expected_hardmax_rank(P.N) / P.N, ".3f")
 
 

@@ -238,7 +238,7 @@ def _wins(P, result) -> None:
     result.quote("ch2_win_corr", float(np.corrcoef(wins.rel_norm, wins.win_share)[0, 1]), ".2f")
     result.quote("ch2_win_top_decile", float(wins[wins.rel_norm >= wins.rel_norm.quantile(0.9)].win_share.mean()), ".2f")
     result.quote("ch2_win_bottom_decile", float(wins[wins.rel_norm <= wins.rel_norm.quantile(0.1)].win_share.mean()),
-                 ".2f")
+                 digits=2)   # significant digits: a small share must not print as "0.00"
     result.quote("ch2_t2", t2, ".2f")
 
 

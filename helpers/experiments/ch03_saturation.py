@@ -128,7 +128,7 @@ def growth_verdict(fits: list[dict], trend) -> Verdict:
     if best != LOG_FORM or (not np.isnan(trend) and trend > TREND_FASTER):
         return Verdict("faster", f"grows faster than linearly in log n (the best of the three forms by RMS log error "
                        f"is {FORM_WORDS[best]}, and {slope}), so the data support the paper's lower bound of order "
-                       "log n but not growth of that order", rule, evidence)
+                       "log n, but not a knee that grows only like log n", rule, evidence)
     return Verdict("log", f"is consistent with growth of order log n on this grid (the best form by RMS log error is "
                    f"{FORM_WORDS[best]}, and {slope}); with few values of n this cannot exclude faster growth",
                    rule, evidence)
@@ -284,7 +284,8 @@ def _knees(P, result) -> None:
                          for s, n, lv in zip(knees.series, knees.n, knees.level)]
     result.frames["knees"] = knees
     table = knees.pivot_table(index=["n", "definition"], columns="series", values="knee", dropna=False)
-    result.data["knee_table"] = table.reindex(columns=list(SERIES)).rename(columns=lambda s: s.replace(", ", ": "))
+    result.data["knee_table"] = table.reindex(columns=list(SERIES)).rename(
+        columns=lambda s: s.replace(", ", ": ").replace("gaussian", "Gaussian"))
     gauss = knees[(knees.series == GAUSS) & (knees.definition == "loose")].sort_values("n")
     result.quote("ch3_knee_nmin", float(gauss.knee.iloc[0]), digits=2)
     result.quote("ch3_knee_nmax", float(gauss.knee.iloc[-1]), digits=2)
@@ -315,5 +316,5 @@ def _fits(P, result) -> None:
             ratio = (gk.knee / gk[column]).dropna()
             result.quote(f"ch3_{definition}_vs_{key}", float(ratio.median()) if len(ratio) else None, fmt)
         sphere = knees[(knees.series == SPHERE) & (knees.definition == definition)].knee
-        result.quote(f"ch3_{definition}_sphere_range", english.span(sphere.min(), sphere.max(), 3))
+        result.quote(f"ch3_{definition}_sphere_range", english.span(sphere.min(), sphere.max(), 2))   # as in the table
     result.quote("ch3_trend_sentence", trend_sentence(result.frames["ch3_loose_trend"], result.frames["ch3_tight_trend"]))

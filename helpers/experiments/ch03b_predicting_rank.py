@@ -176,7 +176,7 @@ def growth_verdict(exponent: float, n_low: float, n_high: float, fits: list[dict
     fitted to the measured knees (by the one loss, RMS log error)."""
     judged = [f for f in fits if f.get("rms_log") is not None]
     best = min(judged, key=lambda f: f["rms_log"])["form"] if judged else None
-    sentence = (f"over n from {number(n_low)} to {number(n_high)} the predicted critical head dimension grows like "
+    sentence = (f"over n from {round(n_low):,} to {round(n_high):,} the predicted critical head dimension grows like "
                 f"n to the power {number(exponent, 2)}")
     if best is not None:
         sentence += f"; of the three forms fitted to the measured knees with one loss, {FORM_WORDS[best]} fits best"

@@ -102,9 +102,20 @@ def reference_loss(part: pd.DataFrame) -> pd.Series:
     return part.base_loss
 
 
+def untried_below(grid, r: float) -> float:
+    """The smallest r the answer `r` (found on the ascending `grid`) could really be: one above the grid point just
+    below it (the fine-tuned grid 1, 2, 4, 16 leaves 5 .. 15 untried, so an answer of 16 means 5 to 16); `r` itself
+    when the grid has no gap there, NaN when `r` is NaN."""
+    if not np.isfinite(r):
+        return math.nan
+    below = [g for g in grid if g < r]
+    return float(max(below) + 1) if below else float(r)
+
+
 def smallest_r_table(comp: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
-    """Per (domain, n, stage): the smallest r within `tolerance` of the uncompressed loss (seed means), the range of
-    the per-seed values, and the loss increase at that r."""
+    """Per (domain, n, stage): the smallest r within `tolerance` of the uncompressed loss (seed means), the smallest
+    value it could take on a grid with gaps (`r_low`, see `untried_below`), the range of the per-seed values, and the
+    loss increase at that r."""
     rows = []
     for (domain, n, stage), part in comp.groupby(["domain", "n", "stage"], sort=False):
         part = part.assign(reference=reference_loss(part))
@@ -114,6 +125,7 @@ def smallest_r_table(comp: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.Dat
         per_seed = [smallest_within(g.r, g.test_loss, float(g.reference.iloc[0]), tolerance)
                     for _, g in part.groupby("seed")]
         rows.append({"domain": domain, "n": int(n), "stage": stage, "smallest_r": r_mean,
+                     "r_low": untried_below(sorted(means.index), r_mean),
                      "seed_low": float(np.nanmin(per_seed)) if np.isfinite(per_seed).any() else math.nan,
                      "seed_high": float(np.nanmax(per_seed)) if np.isfinite(per_seed).any() else math.nan,
                      "base_loss": base, "loss_at_r": float(means.get(r_mean, math.nan)) if np.isfinite(r_mean) else math.nan,
@@ -192,20 +204,40 @@ def rule_verdict(smallest: pd.DataFrame, included: set, qk_share: dict) -> Verdi
                        "(d_h = 1 is enough) is withdrawn and nothing replaces it", rule="needs a setting that meets its bars",
                        evidence={"settings": 0})
     ok = rows[rows.smallest_r == 1]
-    costs = english.join([f"{r.domain} at n = {r.n}: +{english.number(100 * r.rank1_increase / r.base_loss, 2)} % loss "
-                          f"at rank 1, {english.number(r.smallest_r)} needed for 1 %" for _, r in rows.iterrows()],
-                         separator="; ")
+    costs = english.span(*rank1_cost_pct(rows).agg(["min", "max"]), 2)
     if len(ok) == len(rows):
         sentence = (f"the rule holds in {english.count_of(len(ok), len(rows), 'setting')}: cutting every head to rank 1 "
-                    f"costs at most 1 % of the loss ({costs}) and saves {english.percent(min(qk_share.values()))} or "
+                    f"costs {costs} % of the loss and saves {english.percent(min(qk_share.values()))} or "
                     f"more of the query/key parameters")
         outcome = "supported"
     else:
         sentence = (f"the old rule (d_h = 1 is enough) is withdrawn: rank 1 stays within 1 % of the uncompressed loss "
-                    f"in only {english.count_of(len(ok), len(rows), 'setting')} ({costs})")
+                    f"in only {english.count_of(len(ok), len(rows), 'setting')}, and costs {costs} % more loss")
         outcome = "withdrawn"
     return Verdict(outcome, sentence, rule="rank 1 within 1 % of the uncompressed seed-mean loss, no fine-tuning, in "
                    "every setting that meets its bars", evidence={"settings": int(len(rows)), "rank1_ok": int(len(ok))})
+
+
+def rank1_cost_pct(rows: pd.DataFrame) -> pd.Series:
+    """The loss increase at rank 1, in % of the uncompressed loss, per row of `smallest_r_table`."""
+    return 100 * rows.rank1_increase / rows.base_loss
+
+
+def smallest_summary(smallest: pd.DataFrame, d_max: int) -> str:
+    """One sentence for the chapter's summary: the span of the smallest r without fine-tuning over the settings that
+    meet their bars (`smallest` has an `included` column)."""
+    rows = smallest[(smallest.stage == "truncated") & smallest.included & np.isfinite(smallest.smallest_r)]
+    if rows.empty:
+        return "untestable at this budget: no setting that meets its quality bars has a smallest r on the grid"
+    low, high = rows.smallest_r.min(), rows.smallest_r.max()
+    first = rows.loc[rows.smallest_r.idxmin()]
+    last = rows.loc[rows.smallest_r.idxmax()]
+    if low == high:
+        return (f"r = {english.number(low)} of the {d_max} dimensions without fine-tuning, in all "
+                f"{english.plural(len(rows), 'setting')} that meet their bars")
+    return (f"r = {english.number(low)} ({first.domain} at n = {first.n}) to {english.number(high)} "
+            f"({last.domain} at n = {last.n}) of the {d_max} dimensions without fine-tuning, over the "
+            f"{english.plural(len(rows), 'setting')} that meet their bars")
 
 
 def scratch_verdict(table: pd.DataFrame) -> Verdict:
@@ -263,9 +295,16 @@ def analyse(P) -> ChapterResult:
     full_rank = curves[(curves.stage == "truncated") & (curves.r == d_max)]
     result.quote("ch7_full_rank_change", float((full_rank.loss - full_rank.base_loss).abs().max()), digits=1)
     result.quote("ch7_smallest_text", _smallest_text(smallest))
+    result.quote("ch7_smallest_summary", smallest_summary(smallest, d_max))
+    control = curves[(curves.stage == "finetuned") & (curves.r == d_max)]
+    change = 100 * (control.loss - control.base_loss) / control.base_loss
+    result.quote("ch7_control_change", english.span(change.min(), change.max(), 2) + " %" if len(change) else "n/a")
+    result.quote("ch7_control_direction", "raises" if (change > 0).all() else "lowers" if (change < 0).all() else "changes")
     result.verdict("ch7_rule", rule_verdict(smallest, included, qk_share))
-    result.verdict("ch7_scratch", scratch_verdict(scratch[[(r.domain, r.n) in included for _, r in scratch.iterrows()]]
-                                                 if len(scratch) else scratch))
+    # the full-rank control is fine-tuned but not compressed: it is no comparison of compression with training small
+    compared = scratch[[(r.domain, r.n) in included and r.r < d_max for _, r in scratch.iterrows()]] if len(scratch) \
+        else scratch
+    result.verdict("ch7_scratch", scratch_verdict(compared))
     result.verdict("ch7_scaling", scaling_verdict(fits["truncated"]))
     counted = trunc[trunc.included]
     result.quote("ch7_needed_below_n", f"{int((counted.smallest_r < counted.n).sum())} of {len(counted)}")  # ledger
@@ -315,7 +354,31 @@ def _r(row) -> str:
         return "none on the grid"
     spread = "" if row.seed_low == row.seed_high else f" (per seed {english.number(row.seed_low)} to " \
         f"{english.number(row.seed_high)})"
-    return f"{english.number(row.smallest_r)}{spread}"
+    return f"{r_cell(row)}{spread}"
+
+
+def r_cell(row) -> str:
+    """The smallest r as a reader should take it: "5 to 16" when the grid leaves the ranks below it untried."""
+    if not np.isfinite(row.smallest_r):
+        return "none on the grid"
+    if row.r_low < row.smallest_r:
+        return f"{english.number(row.r_low)} to {english.number(row.smallest_r)}"
+    return english.number(row.smallest_r)
+
+
+def smallest_display(smallest: pd.DataFrame) -> pd.DataFrame:
+    """`smallest_r_table` as the chapter's table: one row per setting (in run order) with the smallest r without
+    fine-tuning, its per-seed range, the smallest r after fine-tuning (`r_cell`) and the loss increase at rank 1."""
+    rows = []
+    for (domain, n), part in smallest.groupby(["domain", "n"], sort=False):
+        by = {r.stage: r for _, r in part.iterrows()}
+        t, f = by["truncated"], by.get("finetuned")
+        seeds = english.number(t.seed_low) if t.seed_low == t.seed_high else \
+            f"{english.number(t.seed_low)} to {english.number(t.seed_high)}"
+        rows.append({"setting": f"{domain}, n = {n}", "smallest r, no fine-tuning": r_cell(t), "per seed": seeds,
+                     "smallest r, fine-tuned": r_cell(f) if f is not None else "not run",
+                     "loss at rank 1, no fine-tuning": f"+{english.number(float(rank1_cost_pct(part[part.stage == 'truncated']).iloc[0]), 2)} %"})
+    return pd.DataFrame(rows).set_index("setting")
 
 
 def _minilm(P, result) -> None:

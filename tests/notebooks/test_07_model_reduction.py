@@ -51,6 +51,8 @@ def test_smallest_r_is_recomputed_from_the_rows(metrics):
             per_seed = [next(k for k in ranks if next(r["test_loss"] for r in part if r["seed"] == sd and r["r"] == k)
                              <= 1.01 * ref[sd]) for sd in seeds]
             assert s["seed_low"] == min(per_seed) and s["seed_high"] == max(per_seed)
+            below = [k for k in ranks if k < expected]  # an answer above untried ranks is a range
+            assert s["r_low"] == (below[-1] + 1 if below else expected)
         assert s["seeds"] >= 3
 
 
@@ -61,6 +63,18 @@ def test_scratch_comparison_uses_chapter_06_models(metrics):
                    and m["d_head"] == c["r"] and m["valid"]]
         assert c["scratch_loss"] == pytest.approx(float(np.mean(scratch)), rel=1e-9)
         assert c["seeds"] >= 3
+
+
+def test_scratch_verdict_counts_only_compressed_ranks(metrics):
+    values = metrics["values"]
+    included = {(q["domain"], q["n"]) for q in values["quality"] if q["included"]}
+    d_max = max(r["r"] for r in values["compression_rows"])
+    expected = {}
+    for c in values["scratch"]:
+        if (c["domain"], c["n"]) in included and c["r"] < d_max:  # the full-rank control is not compressed
+            expected[c["outcome"]] = expected.get(c["outcome"], 0) + 1
+    counts = {k: v for k, v in values["ch7_scratch"]["evidence"].items() if v}
+    assert counts == expected
 
 
 def test_minilm_compression_and_head_ranks(metrics):

@@ -120,3 +120,27 @@ def test_first_order_rule_on_a_constructed_head():
     assert int(rank.numerical_rank(A, rtol=1e-3)) == 2 == 1 + 1
     assert int(rank.numerical_rank(A, rtol=1e-12)) > 2, "yet the matrix is not exactly of rank 2"
     assert math.isclose(float(A.sum()), 12.0)
+
+
+def test_hot_end_and_causal_quotes_match_an_independent_count(result):
+    """The prose: hotter softmax drives every count towards 1, a tight tolerance later; the causal hardmax rank."""
+    import numpy as np
+
+    sweep = result.frames["tolerance_sweep"]
+    hottest = sweep[sweep.scale == sweep.scale.min()].set_index("measure").rank_over_n
+    assert result.quotes["ch1_scale_min"].value == pytest.approx(0.1)
+    assert result.quotes["ch1_frac_tol1e3_hottest"].value == hottest["numerical@1e-03"]
+    # beta = 0.1, d_h = 8: first-order singular values about 0.1 s / sqrt(8), below 1e-3, so only the uniform direction
+    assert result.quotes["ch1_frac_tol1e3_hottest"].value * 64 == pytest.approx(1.0)
+    # second-order terms (about (0.1 s)^2, above 1e-8) still count: more than d_h + 1 directions at 1e-8
+    assert result.quotes["ch1_frac_tol1e8_hottest"].value * 64 > 8 + 1
+    logits = result.data["logits"].numpy()
+    masked = np.where(np.tril(np.ones_like(logits, dtype=bool)), logits, -np.inf)   # row i sees keys 0..i
+    assert result.quotes["ch1_causal_hardmax"].value == len(set(masked.argmax(axis=1)))
+
+
+def test_d_head_rule_falls_short_before_the_crossover(result):
+    """The prose: the smallest of the d_h singular values spreads, so the rank misses d_h + 1 long before d_h*."""
+    table = result.frames["d_head_rule"].set_index("d_head")
+    assert 32 < result.quotes["ch1_dstar"].value
+    assert table.loc[32, "max"] < table.loc[32, "ceiling"], "at d_h = n / 2 no draw reaches d_h + 1"

@@ -63,3 +63,15 @@ def test_broken_equation_keeps_every_term_and_breaks_long_sums():
     assert text.count(r"\\") == -(-len(terms) // 3) - 1
     assert all(term.lstrip("-").strip() in text for term in terms)
     assert plotting.broken_equation("V", g[0] + g[1], 3) == "V = " + sp.latex(g[0] + g[1])
+
+
+def test_measure_text_writes_tolerances_in_one_notation_when_asked():
+    from helpers import english
+
+    assert plotting.measure_text("numerical@1e-03") == "numerical, tol 0.001"    # the default is unchanged
+    assert plotting.measure_text("numerical@1e-08") == "numerical, tol 10⁻⁸"
+    assert [plotting.measure_text(f"numerical@{t:.0e}", powers=True) for t in (1e-1, 1e-3, 1e-12)] == \
+        ["numerical, tol 10⁻¹", "numerical, tol 10⁻³", "numerical, tol 10⁻¹²"]
+    assert plotting.measure_text("numerical@2e-05", powers=True) == "numerical, tol 2 × 10⁻⁵", "not a power of ten"
+    assert plotting.measure_text("effective", powers=True) == plotting.measure_text("effective")
+    assert english.ten_to(-3) == "10⁻³" and english.number(3.7e-7, 2, power=True) == "3.7 × 10⁻⁷"

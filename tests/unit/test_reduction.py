@@ -118,6 +118,33 @@ def test_smallest_r_table_from_constructed_losses():
     assert row.rank1_increase == pytest.approx(0.2)
 
 
+def test_an_answer_above_a_grid_gap_is_a_range():
+    # fine-tuned grid 1, 2, 4, 16: only the control (16) is within 1 %, so the answer is 5 to 16, not 16
+    table = ch.smallest_r_table(_comp({1: 1.5, 2: 1.3, 4: 1.1, 16: 1.0}, stage="finetuned"))
+    row = table.iloc[0]
+    assert row.smallest_r == 16 and row.r_low == 5 and ch.r_cell(row) == "5 to 16"
+    dense = ch.smallest_r_table(_comp({1: 1.2, 2: 1.02, 3: 1.009, 4: 1.0})).iloc[0]
+    assert dense.r_low == dense.smallest_r == 3 and ch.r_cell(dense) == "3"
+    # brute force over every answer on a gappy grid: the range is (the grid point below, answer]
+    grid = [1, 2, 4, 16]
+    for answer in grid:
+        below = [g for g in range(1, answer) if g in grid]
+        assert ch.untried_below(grid, answer) == (below[-1] + 1 if below else answer)
+    assert math.isnan(ch.untried_below(grid, math.nan))
+
+
+def test_chapter_table_and_summary_read_from_the_smallest_r_table():
+    table = pd.concat([ch.smallest_r_table(_comp({1: 1.5, 2: 1.3, 4: 1.1, 16: 1.0}, stage="finetuned")),
+                       ch.smallest_r_table(_comp({1: 1.2, 2: 1.02, 3: 1.009, 4: 1.0}))])
+    shown = ch.smallest_display(table).iloc[0]
+    assert shown["smallest r, no fine-tuning"] == "3" and shown["smallest r, fine-tuned"] == "5 to 16"
+    assert shown["loss at rank 1, no fine-tuning"] == "+20 %"
+    table["included"] = True
+    assert ch.smallest_summary(table, 4).startswith("r = 3 of the 4 dimensions")
+    table["included"] = False
+    assert ch.smallest_summary(table, 4).startswith("untestable at this budget")
+
+
 @pytest.mark.parametrize("a, b, seeds, outcome", [
     (1.0, 1.5, 3, "compressed"), (1.5, 1.0, 3, "scratch"), (1.0, 1.01, 3, "indistinguishable"),
     (1.0, 1.5, 2, "untestable")])
