@@ -293,7 +293,7 @@ def _small_d_head(P, curves, result) -> None:
             continue
         part = part.sort_values("d_head")
         if falls_below_running_max(part["mean"], part["sd"] / np.sqrt(part["trials"])):
-            falling.append(f"softmax {plotting.measure_text(measure)} ({scale})" if attn == "softmax" else "hardmax rank")
+            falling.append(f"softmax {plotting.measure_text(measure, powers=True)} ({scale})" if attn == "softmax" else "hardmax rank")
     result.frames["non_monotone_at_n_max"] = falling
     result.quote("ch4_nonmono_list", english.join(falling))
     dmin = select(curves, inputs=ref, n=n_max, d_head=min(P.D_HEADS), attention="softmax").set_index(["scale", "measure"])
@@ -333,10 +333,10 @@ def _saturation(P, curves, result) -> None:
 
 
 def saturation_label(attention_kind: str, scale: str, measure: str, inputs: str) -> str:
-    """A saturation curve's name: "hardmax rank (orthonormal)", "softmax numerical, tol 0.001 (unit, orthonormal)"."""
+    """A saturation curve's name: "hardmax rank (orthonormal)", "softmax numerical, tol 10⁻³ (unit, orthonormal)"."""
     if attention_kind == "hardmax":
         return f"hardmax rank ({inputs})"
-    return f"softmax {plotting.measure_text(measure)} ({scale}, {inputs})"
+    return f"softmax {plotting.measure_text(measure, powers=True)} ({scale}, {inputs})"
 
 
 def saturation_edges_verdict(table: pd.DataFrame) -> Verdict:
@@ -376,8 +376,8 @@ def _layouts(P, result) -> None:
 
 
 def condition_name(attention_kind: str, measure: str, scale: str) -> str:
-    """A summary row's name: "hardmax rank (any scale)" or "softmax numerical, tol 0.001, unit" (no e-notation)."""
-    return "hardmax rank (any scale)" if attention_kind == "hardmax" else f"softmax {plotting.measure_text(measure)}, {scale}"
+    """A summary row's name: "hardmax rank (any scale)" or "softmax numerical, tol 10⁻³, unit" (no e-notation)."""
+    return "hardmax rank (any scale)" if attention_kind == "hardmax" else f"softmax {plotting.measure_text(measure, powers=True)}, {scale}"
 
 
 def _summary(P, curves, result) -> None:

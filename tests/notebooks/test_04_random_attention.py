@@ -115,7 +115,7 @@ def test_summary_says_the_barrier_holds_for_hardmax_only_where_it_should(metrics
     table = {r["condition"]: r for r in metrics["values"]["summary_table"]}
     assert table["hardmax rank (any scale)"]["barrier holds?"] == "yes (below)"
     assert table[ri.condition_name("softmax", NUM3, "unit")]["barrier holds?"] == "no (above)"
-    assert "softmax numerical, tol 0.001, unit" in table, "condition names in words, without e-notation"
+    assert "softmax numerical, tol 10⁻³, unit" in table, "condition names in words, without e-notation"
 
 
 def test_the_claims_ledger_row_reads_the_hardmax_exceedance(metrics):
