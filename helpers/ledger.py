@@ -87,8 +87,11 @@ def _barrier_conditions(v: dict) -> Verdict:
     broken = [name for name, r in (("identity", identity), ("previous-token", previous)) if r > barrier]
     evidence = (f"hardmax rank {_number(identity)} (identity head) and {_number(previous)} (previous-token head) at "
                 f"$n = {n}$, against the barrier {_number(barrier, 3)}")
-    # The claim is that the barrier binds every head; it survives only for random heads if a constructed head beats it.
-    return Verdict(CONDITIONAL if broken else HOLDS, evidence)
+    if broken:
+        evidence += f"; {english.join(broken)} {'heads are' if len(broken) > 1 else 'head is'} above it, so the barrier " \
+                    "is a statement about random heads"
+    # The claim is that the barrier binds every head: one constructed head above it refutes it.
+    return Verdict(FAILS if broken else HOLDS, evidence)
 
 
 def _saturation_log_n(v: dict) -> Verdict:

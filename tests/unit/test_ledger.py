@@ -31,6 +31,20 @@ def test_changing_one_metric_changes_the_status():
     assert verdict.status == ledger.FAILS and "1 of 2" in verdict.evidence
 
 
+def test_one_constructed_head_above_the_barrier_refutes_binding_in_general():
+    general = next(r for r in ledger.RULES if r.notebook == "08_where_it_breaks" and "in general" in r.claim)
+
+    def metrics(identity, previous):
+        ranks = [{"example": "identity", "measure": "hardmax", "rank": identity},
+                 {"example": "previous_token", "measure": "hardmax", "rank": previous}]
+        return {"08_where_it_breaks": {"values": {"counterexample_ranks": ranks, "ch8_n": 64, "ch8_barrier": 40.6},
+                                       "not_run": []}}
+    assert ledger.evaluate(general, metrics(30, 35)).status == ledger.HOLDS
+    refuted = ledger.evaluate(general, metrics(64, 35))
+    assert refuted.status == ledger.FAILS and "identity head is above it" in refuted.evidence
+    assert "identity and previous-token heads are" in ledger.evaluate(general, metrics(64, 63)).evidence
+
+
 def test_missing_chapter_key_or_layout_reads_not_run():
     first = rule("02_low_rank_barrier")
     assert ledger.evaluate(first, {}).status == ledger.NOT_RUN
