@@ -250,22 +250,21 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
         return verdict("full", f"{task}: every usable n needs the largest d_qk, {grid_top} = d_model; this supports "
                                f"{LITERATURE['full']}.", True)
     growth = scaling.growth_class(fit.indistinguishable)
-    coefficients = join([f"{k} = {number(v, 2)} (95 % interval {span(*fit.coefficient_ci[fit.best][k], digits=2)})"
-                         for k, v in fit.point[fit.best].coefficients.items()])
     others = [f for f in fit.indistinguishable if f != fit.best]
-    head = f"{task}: the best fit is {FORM_WORDS[fit.best]} with {coefficients}"
-    tied = (f"; the data cannot tell it apart from {_forms_text(others)}" if others
-            else "; every other form fits worse in at least 97.5 % of the bootstrap resamples")
+    # the coefficients and their intervals are in the fits table; the sentence keeps what the answer rests on
+    fitted = f"the best fit is {FORM_WORDS[fit.best]}" + (
+        f", and the data cannot tell it apart from {_forms_text(others)}" if others
+        else ", and every other form fits worse in at least 97.5 % of the bootstrap resamples")
     if growth == "mixed":
-        return verdict("untestable", head + tied + ", which include both a logarithm and a power law, so the "
-                       "scaling is untestable at this budget.", True)
+        return verdict("untestable", f"{task} is untestable at this budget: {fitted}, which include both a "
+                       "logarithm and a power law.", True)
     flat = ""
     if growth == "log":
         low, high = fit.coefficient_ci[fit.best]["b"]
         if low <= 0 <= high:
             flat = (f" The slope b is not distinguishable from 0 (its interval reaches 0): the smallest width does "
                     f"not grow with n from {min(usable_n)} to {max(usable_n)}, which is within order log n.")
-    return verdict(growth, head + tied + f". This supports {LITERATURE[growth]}." + flat, True)
+    return verdict(growth, f"{task} supports {LITERATURE[growth]}: {fitted}." + flat, True)
 
 
 def fit_task(task: str, cells: pd.DataFrame, boots: dict) -> scaling.BootstrapForms | None:
@@ -288,8 +287,6 @@ def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task", "n", "d_qk", "model_seed", "head", "hardmax_over_n",
                                        "numerical_over_n"])
 
-
-# ---- the chapter's analysis ----
 
 # ---- the chapter's analysis ----
 
@@ -318,10 +315,19 @@ def recipe_from(P) -> Recipe:
 
 
 def curve_text(cells: pd.DataFrame, task: str) -> str:
-    """"4 at n = 16 (95 % interval from 3 to 6), ...": the accuracy saturation d_qk of the usable cells."""
+    """"3, 4 and 6 at n = 16, 32 and 64 (95 % interval 3 to 6 at n = 32; the others a single point)": the accuracy
+    saturation d_qk of the usable cells, with the bootstrap intervals that are not a single point."""
     part = cells[(cells.task == task) & cells.usable].sort_values("n")
-    return join([f"{number(r.d_star)} at n = {r.n} (95 % interval {span(r.d_star_low, r.d_star_high)})"
-                 for r in part.itertuples()], empty="no usable sequence length")
+    if part.empty:
+        return "no usable sequence length"
+    text = f"{join([number(d) for d in part.d_star])} at n = {join([str(n) for n in part.n])}"
+    wide = [f"{span(r.d_star_low, r.d_star_high).removeprefix('from ')} at n = {r.n}" for r in part.itertuples()
+            if span(r.d_star_low, r.d_star_high) != number(r.d_star)]
+    if not wide:
+        return text + (" (its 95 % interval a single point)" if len(part) == 1 else
+                       " (each 95 % interval a single point)")
+    rest = "" if len(wide) == len(part) else "; the others a single point"
+    return text + f" (95 % interval {join(wide, separator='; ')}{rest})"
 
 
 def exhaustive_count(cells: pd.DataFrame, grid) -> int:
@@ -373,6 +379,8 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_points_trained", int(frame.groupby(["task", "n", "d_qk"]).ngroups), "d")
     q("ch5_points_exhaustive", exhaustive_count(cells, P["D_QK"]), "d")
     q("ch5_n_seeds", P["N_SEEDS"], "d")
+    q("ch5_min_seeds", MIN_SEEDS, "d")
+    q("ch5_min_points", scaling.MIN_POINTS, "d")
     q("ch5_steps", P["STEPS"], "d")
     q("ch5_lr_text", lr_text(P["TASKS"]))
     q("ch5_tolerance", 100 * P["TOLERANCE"], digits=2)
@@ -387,8 +395,8 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_heads_above", len(above), "d")
     q("ch5_heads_above_hardmax", int((above.hardmax_over_n > CEILING).sum()), "d")
     q("ch5_heads_above_numerical", int((above.numerical_over_n > CEILING).sum()), "d")
-    q("ch5_max_hardmax_over_n", float((converged.hardmax_rank_max / converged.n).max()), digits=2)
-    q("ch5_max_numerical_over_n", float((converged.numerical_rank_max / converged.n).max()), digits=2)
+    q("ch5_max_hardmax_over_n", float((converged.hardmax_rank_max / converged.n).max()), ".2f")   # "1.00 n", not "1 n"
+    q("ch5_max_numerical_over_n", float((converged.numerical_rank_max / converged.n).max()), ".2f")
     q("ch5_stop_step_median", float(converged.stop_step.median()) if len(converged) else math.nan, digits=3)
     q("ch5_stop_step_max", int(converged.stop_step.max()) if len(converged) else 0, "d")
     q("ch5_n_max", max(P["N_VALUES"]), "d")
@@ -507,11 +515,21 @@ def fits_view(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["task", "form"]).rename_axis(index=[None, None])
 
 
-def above_view(above: pd.DataFrame) -> pd.DataFrame:
-    """Table 5.4: heads above the 0.63 n ceiling, counted per (task, n, d_qk), with their largest rank / n."""
-    if above.empty:
-        return pd.DataFrame({"heads above 0.63 n": ["none"]}).set_index("heads above 0.63 n").rename_axis(index=None)
-    view = above.groupby(["task", "n", "d_qk"]).agg(**{
-        "heads above 0.63 n": ("head", "size"), "largest hardmax rank / n": ("hardmax_over_n", "max"),
-        "largest numerical rank / n": ("numerical_over_n", "max")})
-    return view.rename_axis(index=[None, "n", "d_qk"])
+def above_view(above: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Table 5.4: one row per (task, n) with converged models: how many of their heads end above the 0.63 n
+    ceiling (by either measure), the d_qk those heads have, and the smallest hardmax and numerical rank / n among
+    them (NaN when no head is above)."""
+    converged = models[models.converged]
+    if converged.empty:
+        return pd.DataFrame({"heads above 0.63 n": ["no converged model"]}).set_index("heads above 0.63 n") \
+            .rename_axis(index=None)
+    rows = []
+    for (task, n), part in converged.groupby(["task", "n"]):
+        heads = int(sum(len(v) for v in part.hardmax_rank))
+        over = above[(above.task == task) & (above.n == n)]
+        rows.append({"task": task, "n": f"n\u00a0=\u00a0{n}",   # no line break inside "n = 128"
+                     "heads above 0.63 n": f"{len(over)} of {heads}",
+                     "their d_qk": ", ".join(map(str, sorted(over.d_qk.unique()))) or "–",
+                     "smallest hardmax rank / n": over.hardmax_over_n.min() if len(over) else math.nan,
+                     "smallest numerical rank / n": over.numerical_over_n.min() if len(over) else math.nan})
+    return pd.DataFrame(rows).set_index(["task", "n"]).rename_axis(index=[None, None])
