@@ -349,6 +349,24 @@ def headline(verdicts: dict) -> str:
     return text[0].upper() + text[1:] + "."
 
 
+def prediction_text(verdicts: dict) -> str:
+    """How the answers compare with the literature's prediction for every task here (Table 5.1): each solving
+    pattern is sparse, so a width of order log n suffices to express it; an answer that grows faster means the
+    trained models need more width than expressing the pattern does, at this budget."""
+    tested = {task: v.outcome for task, v in verdicts.items() if v.outcome != "untestable"}
+    if not tested:
+        return "No task is testable at this budget, so none is compared with the literature's prediction"
+    agree = [task for task, outcome in tested.items() if outcome == "log"]
+    faster = [f"{task} needs {ANSWER_WORDS[outcome]}" for task, outcome in tested.items() if outcome != "log"]
+    prediction = "the literature's prediction, a width of order log n, which suffices to express any sparse pattern"
+    if not faster:
+        return f"{join(agree)} {'agrees' if len(agree) == 1 else 'agree'} with {prediction}"
+    if not agree:
+        return f"No task agrees with {prediction}: at this budget, {join(faster)}"
+    return (f"{join(agree)} {'agrees' if len(agree) == 1 else 'agree'} with {prediction}; at this budget, "
+            f"{join(faster)}, although {'its' if len(faster) == 1 else 'each'} solving pattern is sparse too")
+
+
 def excluded_text(cells: pd.DataFrame, task: str) -> str:
     """"none", or "n = 128: 3 of 3 models at d_qk = 32 did not converge ..." for every excluded cell of a task."""
     part = cells[(cells.task == task) & ~cells.usable].sort_values("n")
@@ -402,6 +420,7 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_n_max", max(P["N_VALUES"]), "d")
     q("ch5_n_list", join([str(n) for n in P["N_VALUES"]]))
     q("ch5_headline", headline(verdicts))
+    q("ch5_prediction", prediction_text(verdicts))
     for task in P["TASKS"]:
         part = cells[cells.task == task]
         q(f"ch5_{task}_answer", verdicts[task].outcome)
@@ -486,7 +505,7 @@ def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
         "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
         "accuracy at the largest d_qk": cells.top_accuracy,
         "smallest d_qk (accuracy)": cells.d_star.where(cells.usable),
-        "95 % interval": [span(lo, hi) if ok else "–" for lo, hi, ok in
+        "95 % interval": [span(lo, hi).removeprefix("from ") if ok else "–" for lo, hi, ok in
                           zip(cells.d_star_low, cells.d_star_high, cells.usable)],
         "smallest d_qk (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
         "smallest d_qk (numerical rank)": cells.d_star_numerical_rank.where(cells.usable),

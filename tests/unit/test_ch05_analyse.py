@@ -304,3 +304,13 @@ def test_the_learning_rates_are_quoted_per_task(monkeypatch):
     assert chapter.lr_text(["copy", "reversal"]) == "0.003"
     assert chapter.lr_text(["high_rank", "copy", "reversal"]) == "0.003 for copy and reversal and 0.007 for high_rank"
     assert specs["high_rank"].lr > specs["copy"].lr  # the task that needs the larger rate has it
+
+
+def test_the_answers_are_compared_with_the_literatures_log_n():
+    log, linear = chapter.Verdict("log", "", ""), chapter.Verdict("linear", "", "")
+    text = chapter.prediction_text({"copy": log, "reversal": log, "high_rank": linear})
+    assert text.startswith("copy and reversal agree with the literature's prediction, a width of order log n")
+    assert text.endswith("; at this budget, high_rank needs a width of order n, although its solving pattern is "
+                         "sparse too")
+    assert chapter.prediction_text({"copy": linear}).startswith("No task agrees with the literature's prediction")
+    assert "high_rank" not in chapter.prediction_text({"copy": log, "high_rank": chapter.Verdict("untestable", "", "")})
