@@ -199,7 +199,7 @@ def test_the_verdict_sentence_names_the_answer_the_best_form_and_the_bootstrap()
 
 def test_the_ceiling_table_has_one_row_per_cell_with_the_smallest_rank_of_the_heads_above():
     frame = rows("copy", {16: 4, 64: 6})
-    frame["hardmax_rank"] = [[0.7 * n] if d in (8, 9) else [0.2 * n] for n, d in zip(frame.n, frame.d_qk)]
+    frame["hardmax_rank"] = [[{8: 0.7, 9: 0.8}.get(d, 0.2) * n] for n, d in zip(frame.n, frame.d_qk)]
     frame["numerical_rank"] = [[0.9 * n] if d == 9 else [0.3 * n] for n, d in zip(frame.n, frame.d_qk)]
     frame.loc[(frame.n == 64) & (frame.d_qk == 9) & (frame.model_seed == 0), "converged"] = False
     result = judged(frame)
