@@ -240,20 +240,36 @@ def rank_at_max(models: pd.DataFrame) -> pd.DataFrame:
     return top.groupby(["domain", "n"], sort=False)[cols].mean().reset_index()
 
 
-def saturation_display(sat: pd.DataFrame) -> pd.DataFrame:
+def setting_label(domains, ns) -> list[str]:
+    """How the tables name settings: "shakespeare, n = 32", with no line break inside "n = 32"."""
+    return [f"{d}, n\u00a0=\u00a0{n}" for d, n in zip(domains, ns)]
+
+
+TOGETHER_WORDS = {"together": "together", "loss_later": "loss later", "rank_later": "rank later",
+                  "untestable": "cannot decide"}
+
+
+def saturation_display(sat: pd.DataFrame, together: pd.DataFrame | None = None) -> pd.DataFrame:
     """The saturation table for the page: one row per setting, one text column per quantity, "3.1 (2.4–4.0)",
-    "≤ 1 (…)" for a curve saturated at the smallest d_qk, "–" when undefined."""
+    "≤ 1 (…)" for a curve saturated at the smallest d_qk, "–" when undefined; with `together` (the per-setting
+    outcomes of `together_outcome`: domain, n and one column per rank label), one column per rank measure
+    saying whether loss and that rank saturate together."""
     def cell(row) -> str:
         if row.status not in (saturation.INSIDE, saturation.AT_FIRST):
             return "–"
         text = ("≤ " if row.status == saturation.AT_FIRST else "") + english.number(row.value, 2)
         if np.isfinite(row.low):
-            text += f" ({english.number(row.low, 2)}–{english.number(row.high, 2)})"
+            # a cell is one line: no break before the interval or after its dash
+            text += f"\u00a0({english.number(row.low, 2)}–\u2060{english.number(row.high, 2)})"
         return text
 
-    out = sat.assign(setting=sat.domain + ", n = " + sat.n.astype(str), text=sat.apply(cell, axis=1))
+    out = sat.assign(setting=setting_label(sat.domain, sat.n), text=sat.apply(cell, axis=1))
     table = out.pivot(index="setting", columns="quantity", values="text").reindex(columns=list(QUANTITIES))
     table = table.reindex(out.setting.drop_duplicates())
+    if together is not None:
+        outcomes = together.assign(setting=setting_label(together.domain, together.n)).set_index("setting")
+        for label, words in (("hardmax", "hardmax"), (RANK_LABELS[1], "numerical")):
+            table[f"loss and {words} rank"] = outcomes[label].map(TOGETHER_WORDS).reindex(table.index)
     return table.rename(columns={"loss": "loss", "hardmax": "hardmax rank",
                                  RANK_LABELS[1]: "numerical rank (rtol 10⁻³)"}).rename_axis(index=None, columns=None)
 
@@ -546,7 +562,7 @@ def quality_view(q: pd.DataFrame) -> pd.DataFrame:
         "uniform attention (+nats)": q.uniform_increase.to_numpy(),
         "models at the step cap": [f"{r.not_converged} of {r.models}" for r in q.itertuples()],
         "included": q.included.map({True: "yes", False: "no"}).to_numpy()},
-        index=[f"{r.domain}, n = {r.n}" for r in q.itertuples()])
+        index=setting_label(q.domain, q.n))
 
 
 def lr_text(domains, spec: TrainSpec, ratio: float = 1.0) -> str:
@@ -609,6 +625,9 @@ def _saturation_quotes(P, q, sat, at_max, result) -> None:
             outcomes[label].append(outcome)
             if outcome == "untestable":
                 reasons[label][setting_name(domain, n)] = untestable_reason(by["loss"], by[label], included[(domain, n)])
+    result.frames["together"] = pd.DataFrame(
+        [{"domain": d, "n": n, **{label: outcomes[label][i] for label in RANK_LABELS}}
+         for i, (d, n) in enumerate(sat[["domain", "n"]].drop_duplicates().itertuples(index=False))])
     result.quote("ch6_saturation_summary", saturation_summary(sat, q))
     for label in RANK_LABELS:
         key = "hardmax" if label == "hardmax" else "numerical"

@@ -168,8 +168,11 @@ def test_saturation_display_names_the_edge_cases():
         {"domain": "bbc", "n": 64, "quantity": "hardmax", "value": 1.0, "status": "at_first", "low": 1.0, "high": 1.0},
         {"domain": "bbc", "n": 64, "quantity": "numerical@1e-03", "value": math.nan, "status": "flat",
          "low": math.nan, "high": math.nan}])
-    row = ch.saturation_display(sat).loc["bbc, n = 64"]
-    assert row.tolist() == ["3.1 (2.4–4)", "≤ 1 (1–1)", "–"]
+    row = ch.saturation_display(sat).loc["bbc, n\u00a0=\u00a064"]
+    assert row.tolist() == ["3.1\u00a0(2.4–\u20604)", "≤ 1\u00a0(1–\u20601)", "–"]
+    together = pd.DataFrame([{"domain": "bbc", "n": 64, "hardmax": "loss_later", "numerical@1e-03": "untestable"}])
+    row = ch.saturation_display(sat, together).loc["bbc, n\u00a0=\u00a064"]
+    assert row.tolist() == ["3.1\u00a0(2.4–\u20604)", "≤ 1\u00a0(1–\u20601)", "–", "loss later", "cannot decide"]
 
 
 def _quality(*settings):
@@ -203,8 +206,8 @@ def test_bars_rule_and_quality_view_say_the_bars_in_words():
     assert ch.bars_rule(["shakespeare", "mnist", "bbc"]) == ("at most 2.8 bits per character on Shakespeare and BBC "
                                                              "News and at least 0.95 test accuracy on MNIST")
     view = ch.quality_view(_quality(("shakespeare", 32, 2.69, 1.08), ("mnist", 16, 0.94, 6.2)))
-    assert view.loc["shakespeare, n = 32", "bar"] == "≤ 2.8 bits per character"
-    assert view.loc["mnist, n = 16", "bar"] == "≥ 0.95 test accuracy"
+    assert view.loc["shakespeare, n\u00a0=\u00a032", "bar"] == "≤ 2.8 bits per character"
+    assert view.loc["mnist, n\u00a0=\u00a016", "bar"] == "≥ 0.95 test accuracy"
     assert view.included.tolist() == ["yes", "no"] and view["models at the step cap"].tolist() == ["0 of 12"] * 2
 
 
