@@ -238,7 +238,7 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
             evidence.update(best=fit.best, indistinguishable=list(fit.indistinguishable))
         return Verdict(answer, sentence, VERDICT_RULE, evidence)
 
-    prefix = f"{task}: untestable at this budget: "
+    prefix = f"{task} is untestable at this budget: "
     if n_seeds < MIN_SEEDS:
         return verdict("untestable", prefix + f"{plural(n_seeds, 'seed')} per model, at least {MIN_SEEDS} needed.")
     if len(usable) < scaling.MIN_POINTS or fit is None:
@@ -247,8 +247,8 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
                        f"{count_of(len(usable), len(part), 'sequence length')} {verb} the quality bar (at least "
                        f"{scaling.MIN_POINTS} needed for a fit).")
     if grid_top >= d_model and (usable.d_star >= grid_top).all():
-        return verdict("full", f"{task}: every usable n needs the largest d_qk, {grid_top} = d_model; this supports "
-                               f"{LITERATURE['full']}.", True)
+        return verdict("full", f"{task} supports {LITERATURE['full']}: every usable n needs the largest d_qk, "
+                               f"{grid_top} = d_model.", True)
     growth = scaling.growth_class(fit.indistinguishable)
     others = [f for f in fit.indistinguishable if f != fit.best]
     # the coefficients and their intervals are in the fits table; the sentence keeps what the answer rests on
