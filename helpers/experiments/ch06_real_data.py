@@ -317,8 +317,10 @@ def together_verdict(outcomes: list[str], measure: str, reasons: dict | None = N
     testable = len(outcomes) - counts["untestable"]
     names = english.join(reasons) if reasons else ""   # why they cannot: the saturation summary says
     if testable == 0:
-        sentence = (f"untestable at this budget: none of the {english.plural(len(outcomes), 'setting')} has models "
-                    f"that meet the quality bars with {MIN_SEEDS} valid seeds and defined intervals")
+        which = "the one setting has no" if len(outcomes) == 1 else \
+            f"none of the {english.plural(len(outcomes), 'setting')} has"
+        sentence = (f"untestable at this budget: {which} models that meet the quality bars with {MIN_SEEDS} valid "
+                    f"seeds and defined intervals")
         outcome = "untestable"
     else:
         parts = [f"{counts['together']} together (overlapping 95 % intervals)",
@@ -452,7 +454,8 @@ def _meet(kept: int, total: int, what: str) -> str:
     if kept == total:
         return f"The one setting meets its {what}" if total == 1 else f"All {total} settings meet their {what}s"
     if kept == 0:
-        return f"None of the {english.plural(total, 'setting')} meets its {what}"
+        return f"The one setting misses its {what}" if total == 1 else \
+            f"None of the {english.plural(total, 'setting')} meets its {what}"
     return f"{english.count_of(kept, total, 'setting')} {'meets' if kept == 1 else 'meet'} their {what}s"
 
 

@@ -200,6 +200,8 @@ def test_bars_summary_gives_the_ranges_and_names_each_excluded_setting():
     none = _quality(("bbc", 32, 3.8, 0.02), ("bbc", 64, 3.9, 0.02))
     assert ch.bars_summary(none).startswith("None of the 2 settings meets its bar")
     assert ch.bars_summary(none).endswith("; all 2 are untestable at this budget")
+    alone = ch.bars_summary(none.iloc[:1])
+    assert alone.startswith("The one setting misses its bar") and alone.endswith("; it is untestable at this budget")
 
 
 def test_bars_rule_and_quality_view_say_the_bars_in_words():
