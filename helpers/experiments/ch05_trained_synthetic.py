@@ -238,7 +238,7 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
             evidence.update(best=fit.best, indistinguishable=list(fit.indistinguishable))
         return Verdict(answer, sentence, VERDICT_RULE, evidence)
 
-    prefix = f"{task}: untestable at this budget: "
+    prefix = f"{task} is untestable at this budget: "
     if n_seeds < MIN_SEEDS:
         return verdict("untestable", prefix + f"{plural(n_seeds, 'seed')} per model, at least {MIN_SEEDS} needed.")
     if len(usable) < scaling.MIN_POINTS or fit is None:
@@ -247,25 +247,24 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
                        f"{count_of(len(usable), len(part), 'sequence length')} {verb} the quality bar (at least "
                        f"{scaling.MIN_POINTS} needed for a fit).")
     if grid_top >= d_model and (usable.d_star >= grid_top).all():
-        return verdict("full", f"{task}: every usable n needs the largest d_qk, {grid_top} = d_model; this supports "
-                               f"{LITERATURE['full']}.", True)
+        return verdict("full", f"{task} supports {LITERATURE['full']}: every usable n needs the largest d_qk, "
+                               f"{grid_top} = d_model.", True)
     growth = scaling.growth_class(fit.indistinguishable)
-    coefficients = join([f"{k} = {number(v, 2)} (95 % interval {span(*fit.coefficient_ci[fit.best][k], digits=2)})"
-                         for k, v in fit.point[fit.best].coefficients.items()])
     others = [f for f in fit.indistinguishable if f != fit.best]
-    head = f"{task}: the best fit is {FORM_WORDS[fit.best]} with {coefficients}"
-    tied = (f"; the data cannot tell it apart from {_forms_text(others)}" if others
-            else "; every other form fits worse in at least 97.5 % of the bootstrap resamples")
+    # the coefficients and their intervals are in the fits table; the sentence keeps what the answer rests on
+    fitted = f"the best fit is {FORM_WORDS[fit.best]}" + (
+        f", and the data cannot tell it apart from {_forms_text(others)}" if others
+        else ", and every other form fits worse in at least 97.5 % of the bootstrap resamples")
     if growth == "mixed":
-        return verdict("untestable", head + tied + ", which include both a logarithm and a power law, so the "
-                       "scaling is untestable at this budget.", True)
+        return verdict("untestable", f"{task} is untestable at this budget: {fitted}, which include both a "
+                       "logarithm and a power law.", True)
     flat = ""
     if growth == "log":
         low, high = fit.coefficient_ci[fit.best]["b"]
         if low <= 0 <= high:
             flat = (f" The slope b is not distinguishable from 0 (its interval reaches 0): the smallest width does "
                     f"not grow with n from {min(usable_n)} to {max(usable_n)}, which is within order log n.")
-    return verdict(growth, head + tied + f". This supports {LITERATURE[growth]}." + flat, True)
+    return verdict(growth, f"{task} supports {LITERATURE[growth]}: {fitted}." + flat, True)
 
 
 def fit_task(task: str, cells: pd.DataFrame, boots: dict) -> scaling.BootstrapForms | None:
@@ -288,8 +287,6 @@ def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task", "n", "d_qk", "model_seed", "head", "hardmax_over_n",
                                        "numerical_over_n"])
 
-
-# ---- the chapter's analysis ----
 
 # ---- the chapter's analysis ----
 
@@ -317,11 +314,25 @@ def recipe_from(P) -> Recipe:
                   patience=P["PATIENCE"], tolerance=P["TOLERANCE"])
 
 
+def _range(low: float, high: float, digits: int = 3) -> str:
+    """"4 to 6" (an interval inside parentheses or a table cell), or one number when the two ends agree."""
+    return span(low, high, digits).removeprefix("from ")
+
+
 def curve_text(cells: pd.DataFrame, task: str) -> str:
-    """"4 at n = 16 (95 % interval from 3 to 6), ...": the accuracy saturation d_qk of the usable cells."""
+    """"3, 4 and 6 at n = 16, 32 and 64 (95 % interval 3 to 6 at n = 32; the others a single point)": the accuracy
+    saturation d_qk of the usable cells, with the bootstrap intervals that are not a single point."""
     part = cells[(cells.task == task) & cells.usable].sort_values("n")
-    return join([f"{number(r.d_star)} at n = {r.n} (95 % interval {span(r.d_star_low, r.d_star_high)})"
-                 for r in part.itertuples()], empty="no usable sequence length")
+    if part.empty:
+        return "no usable sequence length"
+    text = f"{join([number(d) for d in part.d_star])} at n = {join([str(n) for n in part.n])}"
+    wide = [f"{_range(r.d_star_low, r.d_star_high)} at n = {r.n}" for r in part.itertuples()
+            if _range(r.d_star_low, r.d_star_high) != number(r.d_star)]
+    if not wide:
+        return text + (" (its 95 % interval a single point)" if len(part) == 1 else
+                       " (each 95 % interval a single point)")
+    rest = "" if len(wide) == len(part) else "; the others a single point"
+    return text + f" (95 % interval {join(wide, separator='; ')}{rest})"
 
 
 def exhaustive_count(cells: pd.DataFrame, grid) -> int:
@@ -341,6 +352,24 @@ def headline(verdicts: dict) -> str:
              else f"{task} supports {ANSWER_WORDS[v.outcome]}" for task, v in verdicts.items()]
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
+
+
+def prediction_text(verdicts: dict) -> str:
+    """How the answers compare with the literature's prediction for every task here (Table 5.1): each solving
+    pattern is sparse, so a width of order log n suffices to express it; an answer that grows faster means the
+    trained models need more width than expressing the pattern does, at this budget."""
+    tested = {task: v.outcome for task, v in verdicts.items() if v.outcome != "untestable"}
+    if not tested:
+        return "No task is testable at this budget, so none is compared with the literature's prediction"
+    agree = [task for task, outcome in tested.items() if outcome == "log"]
+    faster = [f"{task} needs {ANSWER_WORDS[outcome]}" for task, outcome in tested.items() if outcome != "log"]
+    prediction = "the literature's prediction, a width of order log n, which suffices to express any sparse pattern"
+    if not faster:
+        return f"{join(agree)} {'agrees' if len(agree) == 1 else 'agree'} with {prediction}"
+    if not agree:
+        return f"No task agrees with {prediction}: at this budget, {join(faster)}"
+    return (f"{join(agree)} {'agrees' if len(agree) == 1 else 'agree'} with {prediction}; at this budget, "
+            f"{join(faster)}, although {'its' if len(faster) == 1 else 'each'} solving pattern is sparse too")
 
 
 def excluded_text(cells: pd.DataFrame, task: str) -> str:
@@ -373,6 +402,8 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_points_trained", int(frame.groupby(["task", "n", "d_qk"]).ngroups), "d")
     q("ch5_points_exhaustive", exhaustive_count(cells, P["D_QK"]), "d")
     q("ch5_n_seeds", P["N_SEEDS"], "d")
+    q("ch5_min_seeds", MIN_SEEDS, "d")
+    q("ch5_min_points", scaling.MIN_POINTS, "d")
     q("ch5_steps", P["STEPS"], "d")
     q("ch5_lr_text", lr_text(P["TASKS"]))
     q("ch5_tolerance", 100 * P["TOLERANCE"], digits=2)
@@ -387,13 +418,14 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_heads_above", len(above), "d")
     q("ch5_heads_above_hardmax", int((above.hardmax_over_n > CEILING).sum()), "d")
     q("ch5_heads_above_numerical", int((above.numerical_over_n > CEILING).sum()), "d")
-    q("ch5_max_hardmax_over_n", float((converged.hardmax_rank_max / converged.n).max()), digits=2)
-    q("ch5_max_numerical_over_n", float((converged.numerical_rank_max / converged.n).max()), digits=2)
+    q("ch5_max_hardmax_over_n", float((converged.hardmax_rank_max / converged.n).max()), ".2f")   # "1.00 n", not "1 n"
+    q("ch5_max_numerical_over_n", float((converged.numerical_rank_max / converged.n).max()), ".2f")
     q("ch5_stop_step_median", float(converged.stop_step.median()) if len(converged) else math.nan, digits=3)
     q("ch5_stop_step_max", int(converged.stop_step.max()) if len(converged) else 0, "d")
     q("ch5_n_max", max(P["N_VALUES"]), "d")
     q("ch5_n_list", join([str(n) for n in P["N_VALUES"]]))
     q("ch5_headline", headline(verdicts))
+    q("ch5_prediction", prediction_text(verdicts))
     for task in P["TASKS"]:
         part = cells[cells.task == task]
         q(f"ch5_{task}_answer", verdicts[task].outcome)
@@ -478,7 +510,7 @@ def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
         "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
         "accuracy at the largest d_qk": cells.top_accuracy,
         "smallest d_qk (accuracy)": cells.d_star.where(cells.usable),
-        "95 % interval": [span(lo, hi) if ok else "–" for lo, hi, ok in
+        "95 % interval": [_range(lo, hi) if ok else "–" for lo, hi, ok in
                           zip(cells.d_star_low, cells.d_star_high, cells.usable)],
         "smallest d_qk (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
         "smallest d_qk (numerical rank)": cells.d_star_numerical_rank.where(cells.usable),
@@ -498,20 +530,31 @@ def fits_view(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({"fit": ["no task has three usable n"]}).set_index("fit").rename_axis(index=None)
     rows = []
     for r in table.to_dict(orient="records"):
-        coefficients = join([f"{k} = {number(r[k], 2)} ({span(r[k + '_low'], r[k + '_high'], 2)})"
+        coefficients = join([f"{k} = {number(r[k], 2)} ({_range(r[k + '_low'], r[k + '_high'], 2)})"
                              for k in ("a", "b", "c") if k in r and not pd.isna(r[k])])
-        rows.append({"task": r["task"], "form": r["label"], "coefficients (95 % interval)": coefficients,
-                     "loss (95 % interval)": f"{number(_tiny(r['loss']), 2)} ({span(_tiny(r['loss_low']), _tiny(r['loss_high']), 2)})",
+        rows.append({"task": r["task"], "form": r["label"].replace(" ", "\u00a0"),   # a form never breaks a line
+                     "coefficients (95 % interval)": coefficients,
+                     "loss (95 % interval)": f"{number(_tiny(r['loss']), 2)} ({_range(_tiny(r['loss_low']), _tiny(r['loss_high']), 2)})",
                      "best": "yes" if r["best"] else "", "indistinguishable from the best":
                          "yes" if r["indistinguishable"] else "no"})
     return pd.DataFrame(rows).set_index(["task", "form"]).rename_axis(index=[None, None])
 
 
-def above_view(above: pd.DataFrame) -> pd.DataFrame:
-    """Table 5.4: heads above the 0.63 n ceiling, counted per (task, n, d_qk), with their largest rank / n."""
-    if above.empty:
-        return pd.DataFrame({"heads above 0.63 n": ["none"]}).set_index("heads above 0.63 n").rename_axis(index=None)
-    view = above.groupby(["task", "n", "d_qk"]).agg(**{
-        "heads above 0.63 n": ("head", "size"), "largest hardmax rank / n": ("hardmax_over_n", "max"),
-        "largest numerical rank / n": ("numerical_over_n", "max")})
-    return view.rename_axis(index=[None, "n", "d_qk"])
+def above_view(above: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Table 5.4: one row per (task, n) with converged models: how many of their heads end above the 0.63 n
+    ceiling (by either measure), the d_qk those heads have, and the smallest hardmax and numerical rank / n among
+    them (NaN when no head is above)."""
+    converged = models[models.converged]
+    if converged.empty:
+        return pd.DataFrame({"heads above 0.63 n": ["no converged model"]}).set_index("heads above 0.63 n") \
+            .rename_axis(index=None)
+    rows = []
+    for (task, n), part in converged.groupby(["task", "n"]):
+        heads = int(sum(len(v) for v in part.hardmax_rank))
+        over = above[(above.task == task) & (above.n == n)]
+        rows.append({"task": task, "n": f"n\u00a0=\u00a0{n}",   # no line break inside "n = 128"
+                     "heads above 0.63 n": f"{len(over)} of {heads}",
+                     "their d_qk": ", ".join(map(str, sorted(over.d_qk.unique()))) or "–",
+                     "smallest hardmax rank / n": over.hardmax_over_n.min() if len(over) else math.nan,
+                     "smallest numerical rank / n": over.numerical_over_n.min() if len(over) else math.nan})
+    return pd.DataFrame(rows).set_index(["task", "n"]).rename_axis(index=[None, None])

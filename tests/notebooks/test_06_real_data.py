@@ -104,3 +104,26 @@ def test_verdicts_count_every_setting(metrics):
         assert evidence["together"] + evidence["rank_later"] + evidence["loss_later"] <= included
         if included == 0:
             assert metrics["values"][key]["outcome"] == "untestable"
+
+
+def test_the_prose_pastes_only_names_the_run_recorded(metrics):
+    from helpers import paths, record
+
+    pasted = record.glue_references(paths.NBS_DIR / "06_real_data.ipynb")
+    assert pasted and pasted <= set(metrics["values"]), sorted(pasted - set(metrics["values"]))
+    assert metrics["not_run"] == []
+
+
+def test_the_headline_counts_agree_with_the_verdicts(metrics):
+    values = metrics["values"]
+    settings = len(values["quality"])
+    included = sum(q["included"] for q in values["quality"])
+    headline = values["ch6_headline"]
+    if included == 0:
+        assert headline.startswith(f"None of the {settings} settings meets its quality bar")
+        assert "untestable at this budget" in headline
+        return
+    testable = {settings - values[key]["evidence"]["untestable"] for key in ("ch6_together_hardmax",
+                                                                            "ch6_together_numerical")}
+    if len(testable) == 1:
+        assert f"{testable.pop()} of the {settings} can decide" in headline

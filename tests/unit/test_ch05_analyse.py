@@ -180,8 +180,38 @@ def test_headline_and_curve_text():
     verdicts = {"copy": chapter.Verdict("log", "", ""), "qsa": chapter.Verdict("untestable", "", "")}
     assert chapter.headline(verdicts).startswith("Copy supports a width of order log n; qsa is untestable at this budget")
     result = judged(rows("copy", {16: 4, 64: 6, 256: 8}))
-    assert chapter.curve_text(cells_of(result), "copy") == ("4 at n = 16 (95 % interval 4), 6 at n = 64 (95 % interval "
-                                                           "6) and 8 at n = 256 (95 % interval 8)")
+    assert chapter.curve_text(cells_of(result), "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (each 95 % interval a "
+                                                           "single point)")
+    cells = cells_of(result).assign(d_star_low=[4.0, 4.0, 8.0], d_star_high=[4.0, 8.0, 8.0])
+    assert chapter.curve_text(cells, "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (95 % interval 4 to 8 at n = 64; "
+                                                 "the others a single point)")
+    assert chapter.curve_text(cells.assign(usable=False), "copy") == "no usable sequence length"
+
+
+def test_the_verdict_sentence_names_the_answer_the_best_form_and_the_bootstrap():
+    verdict = verdict_of(judged(rows("copy", {16: 2, 32: 4, 64: 6, 128: 8}), N_VALUES=[16, 32, 64, 128]))
+    assert verdict.outcome == "log"
+    assert verdict.sentence.startswith("copy supports a width of order log n, which Likhosherstov et al. (2021)")
+    assert ": the best fit is a + b·ln n, and every other form fits worse in at least 97.5 % of the bootstrap " \
+           "resamples." in verdict.sentence
+    assert "a = " not in verdict.sentence          # the coefficients are in the fits table, not in the sentence
+
+
+def test_the_ceiling_table_has_one_row_per_cell_with_the_smallest_rank_of_the_heads_above():
+    frame = rows("copy", {16: 4, 64: 6})
+    frame["hardmax_rank"] = [[{8: 0.7, 9: 0.8}.get(d, 0.2) * n] for n, d in zip(frame.n, frame.d_qk)]
+    frame["numerical_rank"] = [[0.9 * n] if d == 9 else [0.3 * n] for n, d in zip(frame.n, frame.d_qk)]
+    frame.loc[(frame.n == 64) & (frame.d_qk == 9) & (frame.model_seed == 0), "converged"] = False
+    result = judged(frame)
+    view = chapter.above_view(result.data["above"], result.data["models"])
+    assert list(view.index) == [("copy", "n\u00a0=\u00a016"), ("copy", "n\u00a0=\u00a064")]
+    heads = {16: len(GRID) * 3, 64: len(GRID) * 3 - 1}        # one head per model; one model did not converge
+    for n in (16, 64):
+        row = view.loc[("copy", f"n\u00a0=\u00a0{n}")]
+        assert row["heads above 0.63 n"] == f"{6 if n == 16 else 5} of {heads[n]}"
+        assert row["their d_qk"] == "8, 9"
+        assert row["smallest hardmax rank / n"] == pytest.approx(0.7)
+        assert row["smallest numerical rank / n"] == pytest.approx(0.3)   # at d_qk = 8 only the hardmax rank is above
 
 
 def test_sentences_and_tables_have_no_templates_or_ascii_maths():
@@ -191,7 +221,7 @@ def test_sentences_and_tables_have_no_templates_or_ascii_maths():
                                                                       for v in r.verdicts.values()]
     texts += [chapter.fits_view(r.data["fits_table"]).to_string() for r in results]
     exact = chapter.fits_view(judged(rows("copy", {16: 2, 32: 4, 64: 6, 128: 8}), N_VALUES=[16, 32, 64, 128]).data["fits_table"])
-    assert exact.loc[("copy", "a + b·ln n"), "loss (95 % interval)"] == "0 (0)"       # an exact fit reads 0
+    assert exact.loc[("copy", "a\u00a0+\u00a0b·ln\u00a0n"), "loss (95 % interval)"] == "0 (0)"  # an exact fit reads 0
     for text in texts:
         for pattern in (r"\w\(s\)", "`", r"\^", r"log n\)", r"sqrt\(", r"\d[eE][-+]?\d"):
             assert not __import__("re").search(pattern, text), (pattern, text)
@@ -274,3 +304,13 @@ def test_the_learning_rates_are_quoted_per_task(monkeypatch):
     assert chapter.lr_text(["copy", "reversal"]) == "0.003"
     assert chapter.lr_text(["high_rank", "copy", "reversal"]) == "0.003 for copy and reversal and 0.007 for high_rank"
     assert specs["high_rank"].lr > specs["copy"].lr  # the task that needs the larger rate has it
+
+
+def test_the_answers_are_compared_with_the_literatures_log_n():
+    log, linear = chapter.Verdict("log", "", ""), chapter.Verdict("linear", "", "")
+    text = chapter.prediction_text({"copy": log, "reversal": log, "high_rank": linear})
+    assert text.startswith("copy and reversal agree with the literature's prediction, a width of order log n")
+    assert text.endswith("; at this budget, high_rank needs a width of order n, although its solving pattern is "
+                         "sparse too")
+    assert chapter.prediction_text({"copy": linear}).startswith("No task agrees with the literature's prediction")
+    assert "high_rank" not in chapter.prediction_text({"copy": log, "high_rank": chapter.Verdict("untestable", "", "")})
