@@ -105,6 +105,11 @@ def span(low, high, digits: int = 3, unit: str = "") -> str:
     return f"{a}{suffix}" if a == b else f"from {a}{suffix} to {b}{suffix}"
 
 
+def span_short(low, high, digits: int = 3, unit: str = "") -> str:
+    """`span` without "from": "4 to 6" for a table cell or inside parentheses, "0.5" when the ends agree."""
+    return span(low, high, digits, unit).removeprefix("from ")
+
+
 def signed(value, unit: str, above: str = "above", below: str = "below", digits: int = 2,
            plural_form: str | None = None) -> str:
     """A signed distance in words, never a negative magnitude: "1.5 standard errors below", "0.2 n above".

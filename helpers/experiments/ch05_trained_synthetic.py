@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .. import data as datasets, gridsearch, parameters, scaling, seeding
-from ..english import count_of, join, number, plural, span
+from ..english import count_of, join, number, plural, span, span_short
 from ..results import ChapterResult, Verdict
 from . import run_sweep
 from .ch05_training import TASK_SPECS, TASKS, Recipe, cell_point, stack_buckets  # noqa: F401 (TASKS for the notebook)
@@ -314,11 +314,6 @@ def recipe_from(P) -> Recipe:
                   patience=P["PATIENCE"], tolerance=P["TOLERANCE"])
 
 
-def _range(low: float, high: float, digits: int = 3) -> str:
-    """"4 to 6" (an interval inside parentheses or a table cell), or one number when the two ends agree."""
-    return span(low, high, digits).removeprefix("from ")
-
-
 def curve_text(cells: pd.DataFrame, task: str) -> str:
     """"3, 4 and 6 at n = 16, 32 and 64 (95 % interval 3 to 6 at n = 32; the others a single point)": the accuracy
     saturation d_qk of the usable cells, with the bootstrap intervals that are not a single point."""
@@ -326,8 +321,8 @@ def curve_text(cells: pd.DataFrame, task: str) -> str:
     if part.empty:
         return "no usable sequence length"
     text = f"{join([number(d) for d in part.d_star])} at n = {join([str(n) for n in part.n])}"
-    wide = [f"{_range(r.d_star_low, r.d_star_high)} at n = {r.n}" for r in part.itertuples()
-            if _range(r.d_star_low, r.d_star_high) != number(r.d_star)]
+    wide = [f"{span_short(r.d_star_low, r.d_star_high)} at n = {r.n}" for r in part.itertuples()
+            if span_short(r.d_star_low, r.d_star_high) != number(r.d_star)]
     if not wide:
         return text + (" (its 95 % interval a single point)" if len(part) == 1 else
                        " (each 95 % interval a single point)")
@@ -510,7 +505,7 @@ def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
         "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
         "accuracy at the largest d_qk": cells.top_accuracy,
         "smallest d_qk (accuracy)": cells.d_star.where(cells.usable),
-        "95 % interval": [_range(lo, hi) if ok else "–" for lo, hi, ok in
+        "95 % interval": [span_short(lo, hi) if ok else "–" for lo, hi, ok in
                           zip(cells.d_star_low, cells.d_star_high, cells.usable)],
         "smallest d_qk (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
         "smallest d_qk (numerical rank)": cells.d_star_numerical_rank.where(cells.usable),
@@ -530,11 +525,11 @@ def fits_view(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({"fit": ["no task has three usable n"]}).set_index("fit").rename_axis(index=None)
     rows = []
     for r in table.to_dict(orient="records"):
-        coefficients = join([f"{k} = {number(r[k], 2)} ({_range(r[k + '_low'], r[k + '_high'], 2)})"
+        coefficients = join([f"{k} = {number(r[k], 2)} ({span_short(r[k + '_low'], r[k + '_high'], 2)})"
                              for k in ("a", "b", "c") if k in r and not pd.isna(r[k])])
         rows.append({"task": r["task"], "form": r["label"].replace(" ", "\u00a0"),   # a form never breaks a line
                      "coefficients (95 % interval)": coefficients,
-                     "loss (95 % interval)": f"{number(_tiny(r['loss']), 2)} ({_range(_tiny(r['loss_low']), _tiny(r['loss_high']), 2)})",
+                     "loss (95 % interval)": f"{number(_tiny(r['loss']), 2)} ({span_short(_tiny(r['loss_low']), _tiny(r['loss_high']), 2)})",
                      "best": "yes" if r["best"] else "", "indistinguishable from the best":
                          "yes" if r["indistinguishable"] else "no"})
     return pd.DataFrame(rows).set_index(["task", "form"]).rename_axis(index=[None, None])

@@ -341,11 +341,6 @@ OUTCOME_WORDS = {"loss_later": "the loss saturates at a larger d_qk", "together"
                  "rank_later": "the rank saturates at a larger d_qk"}
 
 
-def _range(low: float, high: float, digits: int) -> str:
-    """"2.6 to 2.7", or one number when the two agree at this precision (a range inside a sentence)."""
-    return english.span(low, high, digits).removeprefix("from ")
-
-
 def saturation_summary(sat: pd.DataFrame, q: pd.DataFrame) -> str:
     """Where loss and ranks saturate over the settings that meet their bars, in one sentence: the range of the
     saturation d_qk of each quantity, how many settings saturate at the smallest d_qk, and which have no
@@ -363,7 +358,7 @@ def saturation_summary(sat: pd.DataFrame, q: pd.DataFrame) -> str:
         none = part[~part.status.isin([saturation.INSIDE, saturation.AT_FIRST])]
         where = []   # (settings, words): the most common case first
         if len(inside):
-            value = _range(float(inside.value.min()), float(inside.value.max()), 2)
+            value = english.span_short(float(inside.value.min()), float(inside.value.max()), 2)
             where.append((len(inside), f"at d_qk {value} {_in_how_many(len(inside), len(part), _names(inside, names))}"))
         if len(first):
             where.append((len(first), "already at the smallest d_qk "
@@ -542,9 +537,9 @@ def bars_summary(q: pd.DataFrame) -> str:
     reached = []
     for metric, part in q.groupby("metric", sort=False):
         domains = english.join([DOMAIN_WORDS[d] for d in part.domain.drop_duplicates()])
-        value = _range(float(part.value.min()), float(part.value.max()), 3)
+        value = english.span_short(float(part.value.min()), float(part.value.max()), 3)
         reached.append(f"{METRIC_PHRASES[metric].format(value)} on {domains}")
-    gap = _range(float(q.uniform_increase.min()), float(q.uniform_increase.max()), 2)
+    gap = english.span_short(float(q.uniform_increase.min()), float(q.uniform_increase.max()), 2)
     sentence = (f"{head} (seed means at {where}): {english.join(reached)}, and uniform attention in place of the "
                 f"trained one raises the test loss by {gap} nats")
     reasons = {setting_name(r.domain, r.n): _bar_miss(r) for r in q[~q.included].itertuples()}

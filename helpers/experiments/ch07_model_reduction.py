@@ -361,9 +361,7 @@ def r_cell(row) -> str:
     """The smallest r as a reader should take it: "5 to 16" when the grid leaves the ranks below it untried."""
     if not np.isfinite(row.smallest_r):
         return "none on the grid"
-    if row.r_low < row.smallest_r:
-        return f"{english.number(row.r_low)} to {english.number(row.smallest_r)}"
-    return english.number(row.smallest_r)
+    return english.span_short(row.r_low, row.smallest_r)
 
 
 def smallest_display(smallest: pd.DataFrame) -> pd.DataFrame:
@@ -373,9 +371,8 @@ def smallest_display(smallest: pd.DataFrame) -> pd.DataFrame:
     for (domain, n), part in smallest.groupby(["domain", "n"], sort=False):
         by = {r.stage: r for _, r in part.iterrows()}
         t, f = by["truncated"], by.get("finetuned")
-        seeds = english.number(t.seed_low) if t.seed_low == t.seed_high else \
-            f"{english.number(t.seed_low)} to {english.number(t.seed_high)}"
-        rows.append({"setting": f"{domain}, n = {n}", "smallest r, no fine-tuning": r_cell(t), "per seed": seeds,
+        rows.append({"setting": f"{domain}, n = {n}", "smallest r, no fine-tuning": r_cell(t),
+                     "per seed": english.span_short(t.seed_low, t.seed_high),
                      "smallest r, fine-tuned": r_cell(f) if f is not None else "not run",
                      "loss at rank 1, no fine-tuning": f"+{english.number(float(rank1_cost_pct(part[part.stage == 'truncated']).iloc[0]), 2)} %"})
     return pd.DataFrame(rows).set_index("setting")
