@@ -306,8 +306,6 @@ def analyse(P) -> ChapterResult:
         else scratch
     result.verdict("ch7_scratch", scratch_verdict(compared))
     result.verdict("ch7_scaling", scaling_verdict(fits["truncated"]))
-    counted = trunc[trunc.included]
-    result.quote("ch7_needed_below_n", f"{int((counted.smallest_r < counted.n).sum())} of {len(counted)}")  # ledger
     result.quote("ch7_rank1_max_pct", float((100 * trunc.rank1_increase / trunc.base_loss).max()), digits=2)
     _minilm(P, result)
     return result.done()

@@ -118,11 +118,17 @@ def test_ledger_page_runs_after_the_chapters_and_reruns_when_their_metrics_chang
     assert book.fingerprint(ledger_page, "quick", {}) != before
 
 
-@pytest.mark.parametrize("needed, status", [("2 of 2", ledger.HOLDS), ("1 of 2", ledger.CONDITIONAL),
-                                             ("0 of 2", ledger.FAILS), ("0 of 0", ledger.UNTESTABLE)])
-def test_counted_claims_follow_their_counts(needed, status):
-    metrics = {"07_model_reduction": {"values": {"ch7_needed_below_n": needed}}}
-    assert ledger.evaluate(rule("07_model_reduction"), metrics).status == status
+@pytest.mark.parametrize("ranks, status", [([11, 6], ledger.HOLDS), ([16, 6], ledger.CONDITIONAL),
+                                           ([16, 16], ledger.FAILS), ([], ledger.UNTESTABLE)])
+def test_counted_claims_follow_their_counts(ranks, status):
+    rows = [{"stage": "truncated", "included": True, "smallest_r": r} for r in ranks]
+    rows += [{"stage": "finetuned", "included": True, "smallest_r": 2},          # other stage: not counted
+             {"stage": "truncated", "included": False, "smallest_r": 2}]        # missed its bars: not counted
+    metrics = {"07_model_reduction": {"values": {"smallest_r": rows, "ch7_d_max": 16, "ch7_tolerance_pct": 1}}}
+    verdict = ledger.evaluate(rule("07_model_reduction"), metrics)
+    assert verdict.status == status
+    if ranks:
+        assert f"{sum(r < 16 for r in ranks)} of {len(ranks)} setting" in verdict.evidence
 
 
 def ch5(values):
