@@ -33,6 +33,8 @@ from . import run_sweep
 from .ch05_training import TASK_SPECS, TASKS, Recipe, cell_point, stack_buckets  # noqa: F401 (TASKS for the notebook)
 
 EXPERIMENT = "phase_diagram"
+EXPERIMENT_FRESH = "ch5_fresh_seeds"
+FRESH_SEED_OFFSET = 1000   # data and model seeds of the fresh-seed check: never used to choose a learning rate
 GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 LEVEL = gridsearch.LEVEL
 CEILING = 1 - 1 / math.e
@@ -454,21 +456,51 @@ MODEL_COLUMNS = ["task", "n", "d_qk", "model_seed", "data_seed", "test_loss", "t
 
 
 def analyse(P, progress: bool = True) -> ChapterResult:
-    """Train the phase diagram of P (TASKS, N_VALUES, D_QK, N_SEEDS, SEED and the recipe) and judge it."""
+    """Train the phase diagram of P (TASKS, N_VALUES, D_QK, N_SEEDS, SEED and the recipe) and judge it; and the
+    fresh-seed check of the learning rates (`fresh_seed_check`)."""
     result = ChapterResult()
     recipe = recipe_from(P)
     frame = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], recipe, progress=progress)
-    return judge(P, frame, recipe, result=result)
+    fresh = fresh_seed_check(P, recipe, progress=progress)
+    return judge(P, frame, recipe, result=result, fresh=fresh)
+
+
+def fresh_seed_check(P, recipe: Recipe, progress: bool = True) -> pd.DataFrame:
+    """The learning rates were chosen in trial runs on the chapter's own seeds, so each task's hardest cell (the
+    largest n and d_qk) is trained again on fresh data and model seeds (SEED + FRESH_SEED_OFFSET); one row per model
+    (`train_models`)."""
+    config = {"n": max(P["N_VALUES"]), "d_qks": [max(P["D_QK"])], "n_seeds": P["N_SEEDS"], "recipe": recipe.__dict__}
+    frame = run_sweep(EXPERIMENT_FRESH, cell_point, [{"task": task, **config} for task in P["TASKS"]],
+                      [P["SEED"] + FRESH_SEED_OFFSET], progress=progress)
+    return frame.drop(columns=["d_qks", "recipe", "n_seeds"])
+
+
+def fresh_seed_text(fresh: pd.DataFrame) -> str:
+    """"copy: 3 of 3 models converged at or above the bar (test accuracy 1, 1 and 1); ...", per task."""
+    parts = []
+    for task, part in fresh.groupby("task", sort=False):
+        bar = TASK_SPECS[task].bar
+        meets = int((part.converged & (part.test_accuracy >= bar)).sum())
+        accuracies = join([number(a, 3) for a in part.sort_values("model_seed").test_accuracy])
+        parts.append(f"{task}: {count_of(meets, len(part), 'model')} converged at or above the bar "
+                     f"(test accuracy {accuracies})")
+    return "; ".join(parts)
 
 
 def judge(P, frame: pd.DataFrame, recipe: Recipe | None = None, replicates: int = BOOTSTRAP,
-          result: ChapterResult | None = None) -> ChapterResult:
+          result: ChapterResult | None = None, fresh: pd.DataFrame | None = None) -> ChapterResult:
     """Cells, fits, verdicts and prose numbers from the per-model rows of a phase diagram (see `train_models`).
 
     result.data: models (with head summaries), cells, fits ({task: BootstrapForms or None}), fits_table, above;
     result.frames (recorded): models, cells, fits, verdicts ({task: answer, sentence, ...}), above_ceiling, recipe;
-    result.verdicts: ch5_<task>_verdict for every task."""
+    result.verdicts: ch5_<task>_verdict for every task. `fresh`: the rows of `fresh_seed_check`, recorded and quoted
+    when given."""
     result = result or ChapterResult()
+    if fresh is not None:
+        result.frames["fresh_seed_check"] = fresh
+        result.quote("ch5_fresh_seed", P["SEED"] + FRESH_SEED_OFFSET, "d")
+        result.quote("ch5_fresh_cell", f"n = {max(P['N_VALUES'])} and d_qk = {max(P['D_QK'])}")
+        result.quote("ch5_fresh_text", fresh_seed_text(fresh))
     frame = add_head_summaries(frame)
     cells, boots = cell_table(frame, replicates=replicates, seed=P["SEED"])
     fits = {task: fit_task(task, cells, boots) for task in P["TASKS"]}

@@ -141,3 +141,17 @@ def test_verdicts_follow_the_rules(metrics, values):
             assert verdict["answer"] == growth.get(together, "untestable"), (task, together)
     assert all(task in values["ch5_headline"].lower() for task in metrics["params"]["TASKS"])
     assert metrics["not_run"] == []
+
+
+def test_fresh_seed_check_trains_each_hardest_cell_on_unused_seeds(metrics, values):
+    p = metrics["params"]
+    fresh = values["fresh_seed_check"]
+    assert {r["task"] for r in fresh} == set(p["TASKS"])
+    chapter_seeds = {r["model_seed"] for r in values["models"]} | {r["data_seed"] for r in values["models"]}
+    for task in p["TASKS"]:
+        rows = [r for r in fresh if r["task"] == task]
+        assert len(rows) == p["N_SEEDS"]
+        assert all(r["n"] == max(p["N_VALUES"]) and r["d_qk"] == max(p["D_QK"]) for r in rows)
+        assert not {r["model_seed"] for r in rows} & chapter_seeds  # fresh: never trained in the phase diagram
+        meets = sum(r["converged"] and r["test_accuracy"] >= BARS[task] for r in rows)
+        assert f"{task}: {meets} of {len(rows)} models" in values["ch5_fresh_text"]

@@ -253,7 +253,8 @@ def test_the_notebook_pastes_only_what_analyse_quotes():
 
     P = resolved_params(chapter, **{**params(TASKS=["copy", "reversal", "high_rank"]), "SCHEDULER": None})
     frame = pd.concat([rows(task, {16: 4, 64: 6, 256: 8}) for task in P["TASKS"]], ignore_index=True)
-    assert_notebook_follows_the_pattern("05_trained_synthetic", chapter.judge(P, frame, replicates=20))
+    fresh = frame[frame.d_qk == frame.d_qk.max()]
+    assert_notebook_follows_the_pattern("05_trained_synthetic", chapter.judge(P, frame, replicates=20, fresh=fresh))
 
 
 def test_visible_code_cells_are_short_except_figures():
@@ -314,3 +315,13 @@ def test_the_answers_are_compared_with_the_literatures_log_n():
                          "sparse too")
     assert chapter.prediction_text({"copy": linear}).startswith("No task agrees with the literature's prediction")
     assert "high_rank" not in chapter.prediction_text({"copy": log, "high_rank": chapter.Verdict("untestable", "", "")})
+
+
+def test_fresh_seed_text_counts_models_at_or_above_the_bar_that_converged():
+    fresh = pd.DataFrame({"task": ["high_rank"] * 3 + ["copy"] * 3, "model_seed": [2, 0, 1, 0, 1, 2],
+                          "test_accuracy": [0.941, 0.998, 1.0, 1.0, 0.995, 0.99],
+                          "converged": [False, True, True, True, False, True]})
+    text = chapter.fresh_seed_text(fresh)
+    # by hand: high_rank passes seeds 0 and 1; copy passes seeds 0 and 2 (seed 1 did not converge)
+    assert text == ("high_rank: 2 of 3 models converged at or above the bar (test accuracy 0.998, 1 and 0.941); "
+                    "copy: 2 of 3 models converged at or above the bar (test accuracy 1, 0.995 and 0.99)")
