@@ -291,10 +291,8 @@ def analyse(P) -> ChapterResult:
     result.quote("ch7_finetune_ranks", english.join([str(r) for r in P.D_QK if r < d_max] + [f"{d_max} (control)"]))
     result.quote("ch7_tolerance_pct", 100 * TOLERANCE, "g")
     result.quote("ch7_included", english.count_of(len(included), len(q), "setting"))
-    trunc = smallest[smallest.stage == "truncated"]
     full_rank = curves[(curves.stage == "truncated") & (curves.r == d_max)]
     result.quote("ch7_full_rank_change", float((full_rank.loss - full_rank.base_loss).abs().max()), digits=1)
-    result.quote("ch7_smallest_text", _smallest_text(smallest))
     result.quote("ch7_smallest_summary", smallest_summary(smallest, d_max))
     control = curves[(curves.stage == "finetuned") & (curves.r == d_max)]
     change = 100 * (control.loss - control.base_loss) / control.base_loss
@@ -306,7 +304,6 @@ def analyse(P) -> ChapterResult:
         else scratch
     result.verdict("ch7_scratch", scratch_verdict(compared))
     result.verdict("ch7_scaling", scaling_verdict(fits["truncated"]))
-    result.quote("ch7_rank1_max_pct", float((100 * trunc.rank1_increase / trunc.base_loss).max()), digits=2)
     _minilm(P, result)
     return result.done()
 
@@ -331,28 +328,6 @@ def scaling_verdict(fit: dict) -> Verdict:
         outcome = best
     return Verdict(outcome, sentence, rule="decides within one domain, with at least 3 distinct n and residuals differing by a factor 2",
                    evidence=fit)
-
-
-def _smallest_text(smallest: pd.DataFrame) -> str:
-    parts = []
-    for (domain, n), part in smallest.groupby(["domain", "n"], sort=False):
-        by = {r.stage: r for _, r in part.iterrows()}
-        t, f = by.get("truncated"), by.get("finetuned")
-        text = f"{domain} at n = {n}: r = {_r(t)} without fine-tuning"
-        if f is not None:
-            text += f", {_r(f)} after fine-tuning"
-        if not t.included:
-            text += " (excluded: untestable at this budget)"
-        parts.append(text)
-    return english.join(parts, separator="; ")
-
-
-def _r(row) -> str:
-    if not np.isfinite(row.smallest_r):
-        return "none on the grid"
-    spread = "" if row.seed_low == row.seed_high else f" (per seed {english.number(row.seed_low)} to " \
-        f"{english.number(row.seed_high)})"
-    return f"{r_cell(row)}{spread}"
 
 
 def r_cell(row) -> str:
