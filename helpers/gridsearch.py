@@ -1,9 +1,10 @@
-"""Coarse-to-fine search for the smallest grid value whose score reaches a share of the best score.
+"""Coarse-to-fine search for the saturation point of a score over a grid of widths (`helpers.saturation`'s rule
+for trained models, `saturation.RISE`: the smallest trained width that makes `level` of the rise from the smallest
+to the largest width).
 
 Training a model at every point of a dense grid of query/key widths (1, 2, 3, 4, 6, 8, 12, ...) is wasteful
 when only the saturation point is wanted. The search trains the powers of two of the grid first (its
-`coarse` points), finds the smallest trained x whose score reaches `level` times the best trained score, and
-then trains the untrained grid points strictly between that x and the trained point below it; it repeats until
+`coarse` points), finds the saturation point among the trained x, and then trains the untrained grid points strictly between that x and the trained point below it; it repeats until
 no such point is left, so the answer is resolved to the grid's spacing around it:
 
     points = coarse(grid)                                   # train these first
@@ -14,11 +15,11 @@ no such point is left, so the answer is resolved to the grid's spacing around it
 For a score that rises monotonically with x this equals the exhaustive answer (`exhaustive`), with fewer
 points trained (a test checks both on synthetic objectives).
 
-`bisect` is the cheaper search when the largest grid point is known to be good: train the top of the grid, then
-one point per round, the middle of the untrained grid points between the current answer and the trained point
+`bisect` is the cheaper search: train both ends of the grid (the rule's baseline and reference), then one point
+per round, the middle of the untrained grid points between the current answer and the trained point
 below it, until none is left (about log2 of the grid's length rounds, one point each):
 
-    scores = {grid[-1]: score(grid[-1])}
+    scores = {grid[0]: score(grid[0]), grid[-1]: score(grid[-1])}
     while (more := bisect(grid, scores, level)):
         ...train `more` (one point), add it to scores...
 """
@@ -27,9 +28,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from . import saturation
 from .errors import ArgumentError
 
-LEVEL = 0.95
+LEVEL = saturation.LEVEL
 
 
 def _check_grid(grid) -> list:
@@ -49,15 +51,14 @@ def coarse(grid) -> list:
 
 
 def smallest_reaching(scores: dict, level: float = LEVEL) -> float:
-    """The smallest x of `scores` {x: score} whose score is at least `level` times the best score; NaN when the
-    best score is not positive or a score is NaN."""
+    """The saturation point of `scores` {x: score} by `saturation.RISE` at `level`: the smallest trained x whose
+    score makes `level` of the rise from the smallest to the largest trained x (the smallest x when nothing
+    rises); NaN when a score is NaN."""
     if not scores:
         raise ArgumentError("scores", scores, "at least one {x: score} entry")
-    xs = np.array(sorted(scores), dtype=float)
-    ys = np.array([scores[x] for x in sorted(scores)], dtype=float)
-    if np.isnan(ys).any() or not ys.max() > 0:
-        return float("nan")
-    return float(xs[np.nonzero(ys >= level * ys.max())[0][0]])
+    xs = sorted(scores)
+    rule = {**saturation.RISE, "level": level}
+    return saturation.saturation_point(xs, [scores[x] for x in xs], **rule).value
 
 
 def refine(grid, scores: dict, level: float = LEVEL) -> list:
@@ -87,7 +88,8 @@ def search(objective: Callable[[float], float], grid, level: float = LEVEL,
         raise ArgumentError("method", method, '"coarse" or "bisect"')
     values = _check_grid(grid)
     step = refine if method == "coarse" else bisect
-    scores = {x: float(objective(x)) for x in (coarse(values) if method == "coarse" else values[-1:])}
+    first = coarse(values) if method == "coarse" else sorted({values[0], values[-1]})
+    scores = {x: float(objective(x)) for x in first}
     while more := step(values, scores, level):
         scores.update({x: float(objective(x)) for x in more})
     return smallest_reaching(scores, level), sorted(scores)

@@ -16,10 +16,18 @@ One definition for the whole book:
 A falling quantity (a loss) is passed as -y. Edges are explicit in `Saturation.status`:
 
     INSIDE       the curve crosses the target on the grid; `value` is the (interpolated) crossing
-    AT_FIRST     y at the smallest x already reaches the target: `value` is x[0], an upper bound ("at or below x[0]")
+    AT_FIRST     y at the smallest x already reaches the target, or the curve does not rise at all (reference <=
+                 baseline with `level`): `value` is x[0], an upper bound ("at or below x[0]")
     NOT_REACHED  no grid point reaches the target (only possible with a numeric reference): `value` is NaN and the
                  saturation lies beyond x[-1]
-    FLAT         the curve has nothing to saturate (reference <= baseline with `level`, or a NaN in y): `value` is NaN
+    FLAT         the curve is undefined (a NaN in y): `value` is NaN
+
+**Trained models: one convention, no interpolation.** Chapters 05, 06 and 07 judge every quantity (accuracy, loss,
+rank) by `RISE`: the share `LEVEL` of the rise (or drop) from the smallest trained width (baseline "first") to the
+largest (reference "last"), read at the grid points (`interpolate="none"`). Between two trained widths nothing is
+known, so such a saturation point is reported as the bracket of trained widths around it: `lowest_possible(grid, x)`
+is the smallest integer width it can be (one above the trained width just below it), and the answer is "from
+`lowest_possible` to `value`", e.g. "5 to 16" on the grid 1, 2, 4, 16, never an interpolated 13.
 
 Chapter 03's knee "first d_h at which rank / plateau reaches `level`" is
 `saturation_point(d, rank, reference=plateau, level=level)`; "first d_h within eps of the plateau" is
@@ -38,6 +46,7 @@ INSIDE, AT_FIRST, NOT_REACHED, FLAT = "inside", "at_first", "not_reached", "flat
 STATUSES = (INSIDE, AT_FIRST, NOT_REACHED, FLAT)
 LEVEL = 0.95
 INTERPOLATIONS = ("log", "linear", "none")
+RISE = {"reference": "last", "baseline": "first", "level": LEVEL, "interpolate": "none"}   # trained models
 
 
 @dataclass(frozen=True)
@@ -113,8 +122,8 @@ def saturation_point(x, y, *, reference: Reference = "last", level: float | None
         target = top - within
     else:
         floor = _resolve(baseline, x, y, "baseline", {"first": y[0]})
-        if not top > floor:
-            return Saturation(math.nan, FLAT, float(x[0]), float(x[-1]))
+        if not top > floor:                      # nothing rises: the smallest x is as good as any
+            return Saturation(float(x[0]), AT_FIRST, float(x[0]), float(x[-1]))
         target = floor + level * (top - floor)
     reached = np.nonzero(y >= target)[0]
     if reached.size == 0:
@@ -131,6 +140,28 @@ def saturation_point(x, y, *, reference: Reference = "last", level: float | None
     else:
         value = x[lo] + share * (x[hi] - x[lo])
     return Saturation(float(value), INSIDE, float(x[0]), float(x[-1]))
+
+
+def lowest_possible(grid, x: float) -> float:
+    """The smallest integer width a saturation point `x` read on the trained `grid` can be: one above the grid
+    point just below `x` (on 1, 2, 4, 16 an answer of 16 means 5 to 16), `x` itself at the bottom of the grid,
+    NaN when `x` is NaN."""
+    if not np.isfinite(x):
+        return math.nan
+    below = [float(g) for g in grid if g < x]
+    return float(max(below) + 1) if below else float(x)
+
+
+def bracket_text(grid, x: float, at_first: bool = False, digits: int = 3) -> str:
+    """A saturation point read on a grid, as the trained widths allow: "4" (the width below was trained and does
+    not reach), "5 to 16" (widths 5 to 15 were not trained), "≤ 1" (saturated at the smallest width), "–" for NaN."""
+    from .english import number, span_short
+
+    if not np.isfinite(x):
+        return "–"
+    if at_first:
+        return f"≤ {number(x, digits)}"
+    return span_short(lowest_possible(grid, x), x, digits)
 
 
 @dataclass(frozen=True)

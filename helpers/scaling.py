@@ -1,16 +1,23 @@
 """How a saturation point y(n) (the smallest d_qk that does the job at sequence length n) grows with n.
 
-Four forms, each fitted by least squares in y (one loss for all forms: the mean squared error in units of y):
+The book's one table of growth forms, one fit, one bootstrap over models and one growth verdict. Every form is
+fitted by least squares in y (one loss for all forms: the mean squared error in units of y):
 
     "log"     a + b ln n          "sqrt"    c sqrt(n)
     "log2"    a + b (ln n)^2      "linear"  c n
+    "power"   c n^alpha  (alpha in [0, POWER_MAX]; fitted for its exponent, see below)
 
     fits = fit_forms(n, y)                              # {form: FormFit(form, coefficients, loss)}
-    boot = bootstrap_forms(n, y, replicates)            # replicates: (B, len(n)) resampled y, e.g. over seeds
-    boot.best, boot.indistinguishable                   # the best form, and every form the data cannot tell from it
+    reps = resample_models(tables, statistic, B, seed)  # (B, len(n)): the seeds of every n resampled (all models)
+    boot = bootstrap_forms(n, y, reps)                  # bootstrap intervals, best form, indistinguishable forms
+    growth_outcome(boot)                                # "log", "sqrt", "linear" or "untestable"
 
 A form is *indistinguishable* from the best one when the paired bootstrap difference of their losses has a 95 %
 interval that reaches 0 or below (in at least 2.5 % of the replicates it fits as well as the best form).
+
+The power law nests c sqrt(n) and c n and, over a few octaves, imitates ln n with a small exponent, so it always
+fits about as well as the best of the others: it is reported for its exponent (with an interval) and takes no part
+in choosing the growth class, which is decided between the logarithmic forms, sqrt(n) and n.
 """
 
 import math
@@ -20,9 +27,12 @@ import numpy as np
 
 from .errors import ArgumentError
 
-FORMS = ("log", "log2", "sqrt", "linear")
-FORM_LABELS = {"log": "a + b ln n", "log2": "a + b (ln n)^2", "sqrt": "c sqrt(n)", "linear": "c n"}
+FORMS = ("log", "log2", "sqrt", "linear", "power")
+CLASS_FORMS = ("log", "log2", "sqrt", "linear")   # the forms that decide the growth class
+FORM_LABELS = {"log": "a + b ln n", "log2": "a + b (ln n)^2", "sqrt": "c sqrt(n)", "linear": "c n",
+               "power": "c n^alpha"}
 LOG_FORMS = ("log", "log2")
+POWER_MAX = 2.0    # the power law's exponent is searched in [0, POWER_MAX]
 MIN_POINTS = 3  # a two-coefficient form needs a third point before its loss says anything
 CI = 0.95
 
@@ -39,6 +49,11 @@ def _feature(form: str, n: np.ndarray) -> np.ndarray:
     raise ArgumentError("form", form, f"one of {list(FORMS)}")
 
 
+def _through_origin(x: np.ndarray, y: np.ndarray) -> float:
+    """The least-squares c of y = c x."""
+    return float(x @ y / (x @ x))
+
+
 @dataclass(frozen=True)
 class FormFit:
     """One fitted form: `coefficients` ({"a", "b"} or {"c"}) and `loss` (mean squared error in y)."""
@@ -49,6 +64,8 @@ class FormFit:
 
     def predict(self, n) -> np.ndarray:
         """y of the fitted form at `n` (any shape)."""
+        if self.form == "power":
+            return self.coefficients["c"] * np.asarray(n, dtype=float) ** self.coefficients["alpha"]
         x = _feature(self.form, np.asarray(n, dtype=float))
         if self.form in LOG_FORMS:
             return self.coefficients["a"] + self.coefficients["b"] * x
@@ -69,18 +86,38 @@ def _check_points(n, y) -> tuple[np.ndarray, np.ndarray]:
 def fit_form(form: str, n, y) -> FormFit:
     """Least-squares fit of one form to the points (n, y), in closed form."""
     n, y = _check_points(n, y)
+    if form == "power":
+        return _fit_power(n, y)
     x = _feature(form, n)
     if form in LOG_FORMS:
         design = np.stack([np.ones_like(x), x], axis=1)
         (a, b), *_ = np.linalg.lstsq(design, y, rcond=None)
         coefficients = {"a": float(a), "b": float(b)}
     else:
-        coefficients = {"c": float(x @ y / (x @ x))}
+        coefficients = {"c": _through_origin(x, y)}
     noise = 1e-9 * max(1.0, float(np.abs(y).max()))  # rounding residue of an exactly zero coefficient
     coefficients = {k: (0.0 if abs(v) < noise else v) for k, v in coefficients.items()}
     fit = FormFit(form, coefficients, 0.0)
     loss = float(np.mean((fit.predict(n) - y) ** 2))
     return FormFit(form, coefficients, loss)
+
+
+def _fit_power(n: np.ndarray, y: np.ndarray) -> FormFit:
+    """c n^alpha by least squares in y: c in closed form for each alpha, alpha by a bounded scalar search."""
+    from scipy.optimize import minimize_scalar
+
+    def loss(alpha: float) -> float:
+        x = n ** alpha
+        return float(np.mean((_through_origin(x, y) * x - y) ** 2))
+
+    # a coarse scan first: the loss in alpha can have two dips, and the bounded search needs the right one
+    scan = np.linspace(0.0, POWER_MAX, 41)
+    start = scan[int(np.argmin([loss(a) for a in scan]))]
+    step = POWER_MAX / 40
+    found = minimize_scalar(loss, bounds=(max(0.0, start - step), min(POWER_MAX, start + step)), method="bounded",
+                            options={"xatol": 1e-6})
+    alpha = float(found.x) if found.fun <= loss(start) else float(start)
+    return FormFit("power", {"c": _through_origin(n ** alpha, y), "alpha": alpha}, loss(alpha))
 
 
 def fit_forms(n, y) -> dict[str, FormFit]:
@@ -108,7 +145,8 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
 def bootstrap_forms(n, y, replicates) -> BootstrapForms:
     """Fit every form to the point estimates `y` and to each row of `replicates` `(B, len(n))`.
 
-    The best form has the smallest point loss (ties go to the earlier form of FORMS, the simpler growth first).
+    The best form is the one of CLASS_FORMS with the smallest point loss (ties go to the earlier form, the simpler
+    growth first); `indistinguishable` lists the forms of CLASS_FORMS the data cannot tell from it.
     """
     n, y = _check_points(n, y)
     reps = np.asarray(replicates, dtype=float)
@@ -121,8 +159,8 @@ def bootstrap_forms(n, y, replicates) -> BootstrapForms:
                              for name in point[form].coefficients} for form in FORMS}
     loss_ci = {form: _interval(losses[form]) for form in FORMS}
     scale = max(float(np.mean(y ** 2)), 1e-12)
-    best = min(FORMS, key=lambda form: (round(point[form].loss / scale, 12), FORMS.index(form)))
-    together = tuple(form for form in FORMS
+    best = min(CLASS_FORMS, key=lambda form: (round(point[form].loss / scale, 12), FORMS.index(form)))
+    together = tuple(form for form in CLASS_FORMS
                      if form == best or _interval(losses[form] - losses[best])[0] <= 1e-12 * scale)
     return BootstrapForms(point, coefficient_ci, loss_ci, best, together, len(reps))
 
@@ -139,6 +177,7 @@ def growth_class(forms) -> str:
     """"log" when every form is logarithmic, "linear" when only c n is left, "sqrt" when only c sqrt(n) is,
     otherwise "mixed" (the data do not decide between a log and a power law)."""
     forms = set(forms)
+    forms = set(forms) - {"power"}
     if forms <= set(LOG_FORMS):
         return "log"
     if forms == {"linear"}:
@@ -152,3 +191,44 @@ def log_ratio(n) -> float:
     """ln(max n) / ln(min n): how far apart the n values are in the log-n scale the forms must separate."""
     n = np.asarray(n, dtype=float)
     return math.log(n.max()) / math.log(n.min())
+
+
+def resample_models(tables, statistic, replicates: int, seed: int = 0) -> np.ndarray:
+    """The bootstrap over models: `(replicates, len(tables))` values of `statistic`, each from one resample.
+
+    tables: one `(widths, seeds)` array per n (NaN where a model is missing), holding every trained model: those
+    stopped by their rule and those that ran to the step cap alike, each judged by its own score. In each replicate
+    the seeds (columns) of every n are drawn with replacement, jointly for the widths of that n (a seed's models
+    stay together), and `statistic(seed_mean_curve)` reads the quantity, e.g. a saturation width.
+    """
+    if replicates < 2:
+        raise ArgumentError("replicates", replicates, "an integer >= 2")
+    gen = np.random.default_rng(seed)
+    out = np.empty((replicates, len(tables)))
+    for j, table in enumerate(tables):
+        values = np.asarray(table, dtype=float)
+        if values.ndim != 2 or values.shape[1] < 1:
+            raise ArgumentError("tables", values.shape, "one (widths, seeds) array per n, with at least one seed")
+        picks = gen.integers(0, values.shape[1], size=(replicates, values.shape[1]))
+        for b, pick in enumerate(picks):
+            with np.errstate(invalid="ignore"):
+                out[b, j] = statistic(np.nanmean(values[:, pick], axis=1))
+    return out
+
+
+GROWTH_OUTCOMES = ("log", "sqrt", "linear", "untestable")
+
+
+def growth_outcome(boot: BootstrapForms) -> str:
+    """The growth verdict of a bootstrap fit: "log", "sqrt" or "linear" when every form the data cannot tell from
+    the best is of that class, else "untestable" (a logarithm and a power law both fit)."""
+    growth = growth_class(boot.indistinguishable)
+    return growth if growth in GROWTH_OUTCOMES else "untestable"
+
+
+def slope_is_flat(boot: BootstrapForms) -> bool:
+    """For a logarithmic best form: True when the 95 % interval of its slope b reaches 0 (no growth detected)."""
+    if boot.best not in LOG_FORMS:
+        return False
+    low, high = boot.coefficient_ci[boot.best]["b"]
+    return low <= 0 <= high

@@ -46,10 +46,11 @@ def test_the_four_edge_statuses():
     missing = sat.saturation_point([1, 2, 4], [1.0, 2.0, 3.0], reference=10.0)
     assert missing.status == sat.NOT_REACHED and math.isnan(missing.value)
     falling = sat.saturation_point([1, 2, 4], [3.0, 2.0, 1.0], baseline="first")
-    assert falling.status == sat.FLAT and math.isnan(falling.value)
-    assert sat.saturation_point([1, 2, 4], [0.0, float("nan"), 1.0]).status == sat.FLAT
-    assert sat.saturation_point([1, 2, 4], [0.0, 0.0, 0.0]).status == sat.FLAT
-    assert "undefined" in falling.describe()
+    assert (falling.status, falling.value) == (sat.AT_FIRST, 1.0), "nothing rises: the smallest x is enough"
+    undefined = sat.saturation_point([1, 2, 4], [0.0, float("nan"), 1.0])
+    assert undefined.status == sat.FLAT and math.isnan(undefined.value)
+    assert sat.saturation_point([1, 2, 4], [0.0, 0.0, 0.0]).status == sat.AT_FIRST
+    assert "undefined" in undefined.describe()
     assert at_first.describe() == "d_h ≤ 1 (saturated at the smallest d_h)"
     assert missing.describe() == "d_h > 4 (not reached on the grid)"
     assert sat.saturation_point([1, 4, 16], [0.0, 50.0, 100.0]).describe() == "d_h ≈ 14"
@@ -124,3 +125,18 @@ def test_bad_options_name_the_argument(kwargs, name):
         sat.saturation_point([1, 2, 4], [0.0, 1.0, 2.0], **kwargs)
     with pytest.raises(ArgumentError, match="x"):
         sat.saturation_point([0, 1, 2], [0.0, 1.0, 2.0])
+
+
+def test_rise_convention_reads_grid_points_and_brackets_them():
+    # the rise from 0.5 (smallest width) to 1.0 (largest): target 0.975, first reached at 16 on this coarse grid
+    grid, acc = [1, 2, 4, 16], [0.5, 0.6, 0.9, 1.0]
+    point = sat.saturation_point(grid, acc, **sat.RISE)
+    assert (point.status, point.value) == (sat.INSIDE, 16.0), "a grid point, never an interpolated 13"
+    assert sat.lowest_possible(grid, point.value) == 5.0
+    assert sat.bracket_text(grid, point.value) == "5 to 16"
+    assert sat.bracket_text([1, 2, 3, 4], 4.0) == "4", "the width below was trained and falls short"
+    assert sat.bracket_text(grid, 1.0, at_first=True) == "≤ 1"
+    assert sat.bracket_text(grid, math.nan) == "–" and math.isnan(sat.lowest_possible(grid, math.nan))
+    # one convention for a falling loss and a rising rank: both measured from the smallest width
+    loss = np.array([3.0, 2.9, 2.6, 2.5])
+    assert sat.saturation_point(grid, -loss, **sat.RISE).value == 16.0   # 2.6 > 3.0 - 0.95 * 0.5 = 2.525

@@ -22,7 +22,13 @@ def test_each_form_recovers_its_exact_curve_and_wins(form, truth):
     fits = scaling.fit_forms(N, y)
     assert fits[form].loss == pytest.approx(0, abs=1e-18)
     assert np.allclose(fits[form].predict(N), y)
-    assert all(fits[other].loss > 1e-3 for other in scaling.FORMS if other != form)
+    assert all(fits[other].loss > 1e-3 for other in scaling.CLASS_FORMS if other != form)
+    # the power law nests sqrt(n) and n: it recovers them exactly, with their exponents
+    if form in ("sqrt", "linear"):
+        assert fits["power"].coefficients["alpha"] == pytest.approx({"sqrt": 0.5, "linear": 1.0}[form], abs=1e-5)
+        assert fits["power"].loss == pytest.approx(0, abs=1e-6 * np.mean(y ** 2))
+    else:
+        assert fits["power"].loss > 1e-3
     boot = scaling.bootstrap_forms(N, y, np.tile(y, (20, 1)))
     assert boot.best == form and boot.indistinguishable == (form,)
 
@@ -43,6 +49,33 @@ def test_one_loss_for_every_form_is_the_mean_squared_error():
             for step in (-1e-3, 1e-3):
                 moved = scaling.FormFit(form, {**fit.coefficients, name: fit.coefficients[name] + step}, 0)
                 assert np.mean((moved.predict(N) - y) ** 2) >= fit.loss
+
+
+def test_power_law_exponent_matches_a_brute_force_scan():
+    y = np.array([3.0, 4.0, 4.0, 6.0, 7.0])
+    fit = scaling.fit_form("power", N, y)
+    alphas = np.linspace(0, scaling.POWER_MAX, 200001)        # brute force: c in closed form on a dense alpha grid
+    x = N[None, :] ** alphas[:, None]
+    c = (x @ y) / np.einsum("ij,ij->i", x, x)
+    losses = np.mean((c[:, None] * x - y) ** 2, axis=1)
+    assert fit.coefficients["alpha"] == pytest.approx(alphas[np.argmin(losses)], abs=2 * scaling.POWER_MAX / 200000)
+    assert fit.loss == pytest.approx(losses.min(), rel=1e-6)
+    assert scaling.growth_class(("log", "power")) == "log", "the power law takes no part in the class"
+
+
+def test_resampling_models_keeps_every_seed_and_spreads_the_statistic():
+    # two n; at n = 16 seeds disagree (one needs width 4, two need 2), at n = 32 they agree on 4
+    widths = np.array([1, 2, 4, 8])
+    n16 = np.array([[0.2, 0.2, 0.2], [1.0, 1.0, 0.3], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    n32 = np.array([[0.1, 0.1, 0.1], [0.2, 0.2, 0.2], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    def smallest(curve):
+        return float(widths[np.argmax(curve >= curve[0] + 0.95 * (curve[-1] - curve[0]))])
+    reps = scaling.resample_models([n16, n32], smallest, 2000, seed=1)
+    assert reps.shape == (2000, 2) and set(np.unique(reps[:, 1])) == {4.0}
+    # a resample gives 2 only if it never draws the third seed: (2/3)^3 = 8/27 of the time
+    assert np.mean(reps[:, 0] == 2.0) == pytest.approx(8 / 27, abs=4 * math.sqrt(8 / 27 * 19 / 27 / 2000))
+    again = scaling.resample_models([n16, n32], smallest, 2000, seed=1)
+    assert np.array_equal(reps, again)
 
 
 def test_noisy_replicates_make_close_forms_indistinguishable():
@@ -105,7 +138,7 @@ def test_bisection_equals_exhaustive_on_monotone_objectives_in_log2_rounds(knee,
         return (1.0 if x >= knee else 0.2) if shape == "step" else 1 - math.exp(-x / knee)
     answer, evaluated = gridsearch.search(objective, GRID, method="bisect")
     assert answer == gridsearch.exhaustive(objective, GRID)
-    assert GRID[-1] in evaluated and len(evaluated) <= 1 + math.ceil(math.log2(len(GRID)))
+    assert {GRID[0], GRID[-1]} <= set(evaluated) and len(evaluated) <= 2 + math.ceil(math.log2(len(GRID)))
 
 
 def test_bisection_trains_the_middle_of_the_bracket_one_point_at_a_time():
@@ -124,7 +157,10 @@ def test_refine_trains_only_the_bracket():
     assert gridsearch.refine(GRID, {**scores, 6: 0.99}) == []
     assert gridsearch.refine(GRID, {}) == []
     assert gridsearch.smallest_reaching({**scores, 6: 0.99}) == 6
-    assert math.isnan(gridsearch.smallest_reaching({1: 0.0, 2: 0.0}))
+    assert gridsearch.smallest_reaching({1: 0.0, 2: 0.0}) == 1, "nothing rises: the smallest width is enough"
+    assert math.isnan(gridsearch.smallest_reaching({1: 0.0, 2: float("nan")}))
+    # the rule measures the rise from the smallest width: 0.5 + 0.95 * 0.5 = 0.975, not 0.95 of the best
+    assert gridsearch.smallest_reaching({1: 0.5, 2: 0.96, 4: 0.98, 8: 1.0}) == 4
 
 
 def test_bad_grids_are_refused():
