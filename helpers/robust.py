@@ -85,7 +85,7 @@ class Robustness:
         parts = [f"with {label}, it is {words.get(o, o)}" for label, o in self.flips[:most]]
         more = len(self.flips) - most
         if more > 0:
-            parts.append(f"{more} more {'change' if more == 1 else 'changes'} it")
+            parts.append(f"{more} more {'perturbation changes' if more == 1 else 'perturbations change'} it")
         return join(parts, separator="; ")
 
     def apply(self, verdict: Verdict, subject: str = "", words: dict | None = None) -> Verdict:

@@ -103,20 +103,22 @@ def fit_form(form: str, n, y) -> FormFit:
 
 
 def _fit_power(n: np.ndarray, y: np.ndarray) -> FormFit:
-    """c n^alpha by least squares in y: c in closed form for each alpha, alpha by a bounded scalar search."""
+    """c n^alpha by least squares in y: c in closed form for each alpha, alpha by a scan then a bounded search."""
     from scipy.optimize import minimize_scalar
 
     def loss(alpha: float) -> float:
         x = n ** alpha
         return float(np.mean((_through_origin(x, y) * x - y) ** 2))
 
-    # a coarse scan first: the loss in alpha can have two dips, and the bounded search needs the right one
-    scan = np.linspace(0.0, POWER_MAX, 41)
-    start = scan[int(np.argmin([loss(a) for a in scan]))]
-    step = POWER_MAX / 40
+    # a scan first (the loss in alpha can have two dips, and the bounded search needs the right one), vectorised
+    scan = np.linspace(0.0, POWER_MAX, 81)
+    x = n[None, :] ** scan[:, None]                                    # (alphas, points)
+    c = (x @ y) / np.einsum("ij,ij->i", x, x)
+    start = float(scan[int(np.argmin(np.mean((c[:, None] * x - y) ** 2, axis=1)))])
+    step = scan[1]
     found = minimize_scalar(loss, bounds=(max(0.0, start - step), min(POWER_MAX, start + step)), method="bounded",
-                            options={"xatol": 1e-6})
-    alpha = float(found.x) if found.fun <= loss(start) else float(start)
+                            options={"xatol": 1e-7})
+    alpha = float(found.x) if found.fun <= loss(start) else start
     return FormFit("power", {"c": _through_origin(n ** alpha, y), "alpha": alpha}, loss(alpha))
 
 

@@ -9,13 +9,20 @@ sequence length n, on tasks whose attention need is known?
 
 **Models.** Every model of a task has the same architecture (TASK_SPECS: layers, positions, learning rate);
 only the query/key width d_qk varies, the value width stays fixed (`d_value`). Models are trained until their
-validation loss stops improving (`converged`: none of the last `patience` evaluations beat the best earlier
-one by more than `tolerance`, relative) or until `steps`; a model that did not converge is excluded.
+validation loss stops improving (`converged`: stopped by the rule: none of the last `patience` evaluations beat the
+best earlier one by more than `tolerance`, relative) or until `steps` (the step cap). **Every model counts by its own
+test accuracy**, whether its rule stopped it or it ran to the cap: dropping the capped ones would shape the smallest
+widths by the step cap. The counts of both kinds are recorded.
 
-**Search.** For each (task, n) the d_qk grid is searched coarse to fine (`helpers.gridsearch`): powers of two
-first, then the grid points between the two that bracket the smallest d_qk reaching LEVEL (95 %) of the best
-seed-mean accuracy. All models of a (task, n) share one dataset (from the base seed); model seeds
-SEED, SEED + 1, ... set the initial weights and the batch order.
+**Search.** For each (task, n) both ends of the d_qk grid are trained first (the saturation rule's baseline and
+reference), then one width per round by bisection (`helpers.gridsearch`) until the saturation point, by the book's
+rule for trained models (`saturation.RISE`: LEVEL = 95 % of the rise of the seed-mean accuracy from the smallest to
+the largest width, read at trained widths), is resolved to the grid's spacing. It is reported as the bracket of
+trained widths around it. All models of a (task, n) share one dataset (from the base seed); model seeds SEED,
+SEED + 1, ... set the initial weights and the batch order.
+
+**Robustness.** Every task's growth verdict is recomputed with each seed left out and with each per-n smallest width
+moved one grid step (`helpers.robust`); if any of these changes the answer, the task is untestable at this budget.
 
 **Trainer.** `train_models` is the one place that trains; its rows are what everything else reads.
 """
@@ -26,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import data as datasets, gridsearch, parameters, scaling, seeding
+from .. import data as datasets, gridsearch, parameters, robust, saturation, scaling, seeding
 from ..english import count_of, join, number, plural, span, span_short
 from ..results import ChapterResult, Verdict
 from . import run_sweep
@@ -44,12 +51,17 @@ MIN_SEEDS = 3
 
 # ---- the coarse-to-fine phase diagram ----
 
-def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy", min_seeds: int = MIN_SEEDS,
-               converged_only: bool = True) -> dict:
-    """{(task, n): {d_qk: mean of `value` over the seeds}}, for widths with at least `min_seeds` of them
-    (converged seeds only, unless `converged_only` is False)."""
-    kept = models_frame[models_frame.converged] if converged_only else models_frame
-    stats = kept.groupby(["task", "n", "d_qk"])[value].agg(["mean", "size"])
+def counted(models_frame: pd.DataFrame) -> pd.DataFrame:
+    """The models that count: every one that trained to the end (stopped by its rule or by the step cap); only a
+    model whose training diverged has no accuracy to count."""
+    if "diverged" not in models_frame:
+        return models_frame
+    return models_frame[~models_frame.diverged.astype(bool)]
+
+
+def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy", min_seeds: int = MIN_SEEDS) -> dict:
+    """{(task, n): {d_qk: mean of `value` over the seeds}}, for widths with at least `min_seeds` models that count."""
+    stats = counted(models_frame).groupby(["task", "n", "d_qk"])[value].agg(["mean", "size"])
     out: dict = {}
     for (task, n, d_qk), row in stats.iterrows():
         if row["size"] >= min_seeds:
@@ -58,20 +70,17 @@ def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy", min_see
 
 
 def next_points(grid, means: dict, trained: set, bar_met: bool | None) -> list:
-    """The widths a cell trains next. First the largest width alone (can the task be learned at all?); a cell
-    whose largest width misses the quality bar stops there (it would be excluded anyway); then one width per
-    round by bisection on the dense grid (`gridsearch.bisect`) until the answer is resolved to the grid's
-    spacing. `means`: {d_qk: seed-mean accuracy} of the widths with enough converged seeds; `trained`: every
-    width trained so far (never trained twice). A trained width without enough converged seeds counts as not
-    reaching the level: the analysis cannot use it, so it is not the answer, and by the bisection's premise
-    (accuracy, and convergence within the step budget, rise with d_qk) neither is any width below it. It bounds
-    the search from below, so the small widths that run to the step cap are not trained one after another."""
-    top = max(grid)
-    if top not in trained:
-        return [top]
+    """The widths a cell trains next. First both ends of the grid (the rule's baseline and reference, and: can the
+    task be learned at all?); a cell whose largest width misses the quality bar stops there (it would be excluded
+    anyway); then one width per round by bisection on the grid (`gridsearch.bisect`) until the answer is resolved
+    to the grid's spacing. `means`: {d_qk: seed-mean accuracy} of the widths with enough models; `trained`: every
+    width trained so far (never trained twice)."""
+    ends = sorted({min(grid), max(grid)} - set(trained))
+    if ends:
+        return ends
     if not bar_met:
         return []
-    scores = {d: means.get(d, 0.0) for d in trained}
+    scores = {d: means[d] for d in trained if d in means}
     return [d for d in gridsearch.bisect(list(grid), scores, LEVEL) if d not in trained]
 
 
@@ -79,9 +88,9 @@ def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe
     """Every model the search trains (see `next_points`), over all tasks and n; one row per model (train_models).
 
     Each round sends one stack per cell (the largest n first, so that a pool of workers ends together); the search
-    steers by the same seed means as the analysis (converged models, at least MIN_SEEDS of them)."""
+    steers by the same seed means as the analysis (every model that counts, at least MIN_SEEDS of them)."""
     cells = [(task, int(n)) for task in tasks for n in n_values]
-    pending = {cell: [max(grid)] for cell in cells}
+    pending = {cell: next_points(grid, {}, set(), None) for cell in cells}
     frames = []
     while pending:
         configs = [{"task": task, "n": n, "d_qks": bucket, "n_seeds": n_seeds, "recipe": recipe.__dict__}
@@ -114,33 +123,32 @@ def add_head_summaries(frame: pd.DataFrame) -> pd.DataFrame:
 # ---- from models to cells, fits and verdicts ----
 
 def seed_table(cell_models: pd.DataFrame, value: str) -> pd.DataFrame:
-    """`value` of one cell's converged models as a (d_qk x model_seed) table, NaN where a model is missing."""
-    kept = cell_models[cell_models.converged]
-    return kept.pivot_table(index="d_qk", columns="model_seed", values=value, aggfunc="mean").sort_index()
+    """`value` of one cell's models that count as a (d_qk x model_seed) table, NaN where a model is missing."""
+    return counted(cell_models).pivot_table(index="d_qk", columns="model_seed", values=value,
+                                            aggfunc="mean").sort_index()
 
 
 def usable_points(table: pd.DataFrame, min_seeds: int = MIN_SEEDS) -> pd.DataFrame:
-    """The rows (d_qk) of a seed table with at least `min_seeds` converged models."""
+    """The rows (d_qk) of a seed table with at least `min_seeds` models."""
     return table[table.notna().sum(axis=1) >= min_seeds]
 
 
-def saturation_of(table: pd.DataFrame) -> float:
-    """The smallest d_qk whose seed mean reaches LEVEL of the best seed mean (the chapter's one definition)."""
-    means = table.mean(axis=1, skipna=True)
-    return gridsearch.smallest_reaching(dict(zip(means.index.astype(int), means.to_numpy())), LEVEL)
+RULE = {**saturation.RISE, "level": LEVEL}   # the book's one saturation rule for trained models
+
+
+def saturation_of(table: pd.DataFrame) -> saturation.Saturation:
+    """The saturation d_qk of the seed-mean curve of a seed table, by the book's rule (`saturation.RISE`)."""
+    return saturation.saturation_point(table.index.to_numpy(float), table.mean(axis=1, skipna=True).to_numpy(), **RULE)
 
 
 def bootstrap_saturation(table: pd.DataFrame, replicates: int, seed: int) -> np.ndarray:
-    """Saturation d_qk of `replicates` resamples of the model seeds (drawn with replacement, jointly for every
-    d_qk of the cell): `(replicates,)`."""
-    gen = np.random.default_rng(seed)
-    values = table.to_numpy(dtype=float)                           # (d_qk, seeds)
-    picks = gen.integers(0, values.shape[1], size=(replicates, values.shape[1]))
-    out = np.empty(replicates)
-    for b, pick in enumerate(picks):
-        means = np.nanmean(values[:, pick], axis=1)
-        out[b] = gridsearch.smallest_reaching(dict(zip(table.index.astype(int), means)), LEVEL)
-    return out
+    """Saturation d_qk of `replicates` resamples of the model seeds (`scaling.resample_models`: every model,
+    drawn with replacement, jointly for every d_qk of the cell): `(replicates,)`."""
+    widths = table.index.to_numpy(float)
+
+    def statistic(curve):
+        return saturation.saturation_point(widths, curve, **RULE).value
+    return scaling.resample_models([table.to_numpy(dtype=float)], statistic, replicates, seed)[:, 0]
 
 
 @dataclass
@@ -151,53 +159,66 @@ class CellRule:
     reason: str            # "" when usable
     top_d_qk: int
     top_accuracy: float    # seed mean at the largest trained d_qk
-    top_passing: int       # models at the largest d_qk that converged and reached the bar
+    top_passing: int       # models at the largest d_qk that reached the bar (stopped by the rule or at the cap)
     top_models: int
 
 
 def cell_rule(cell_models: pd.DataFrame, bar: float, min_seeds: int = MIN_SEEDS) -> CellRule:
-    """A cell is usable when every model at its largest trained d_qk converged and reached `bar`, and there are
-    at least `min_seeds` of them."""
+    """A cell is usable when every model at its largest trained d_qk reached `bar` (whether its stopping rule or
+    the step cap ended it; a diverged model does not), and there are at least `min_seeds` of them."""
     top = int(cell_models.d_qk.max())
     at_top = cell_models[cell_models.d_qk == top]
-    passing = int((at_top.converged & (at_top.test_accuracy >= bar)).sum())
-    accuracy = float(at_top.test_accuracy.mean())
+    kept = counted(at_top)
+    passing = int((kept.test_accuracy >= bar).sum())
+    accuracy = float(kept.test_accuracy.mean()) if len(kept) else float("nan")
     if len(at_top) < min_seeds:
         reason = f"only {plural(len(at_top), 'seed')} at d_qk = {top} (at least {min_seeds} needed)"
     elif passing < len(at_top):
-        reason = (f"{count_of(len(at_top) - passing, len(at_top), 'model')} at d_qk = {top} did not converge to "
+        reason = (f"{count_of(len(at_top) - passing, len(at_top), 'model')} at d_qk = {top} did not reach "
                   f"an accuracy of at least {number(bar)} (seed mean {number(accuracy)})")
     else:
         reason = ""
     return CellRule(reason == "", reason, top, accuracy, passing, len(at_top))
 
 
-def cell_table(frame: pd.DataFrame, replicates: int = BOOTSTRAP, seed: int = 0) -> tuple[pd.DataFrame, dict]:
-    """One row per (task, n): the quality rule, the saturation d_qk of accuracy (with a bootstrap interval over
-    seeds), of the hardmax and numerical rank (head mean), and the solving pattern's hardmax rank.
+def cell_table(frame: pd.DataFrame, replicates: int = BOOTSTRAP, seed: int = 0,
+               min_seeds: int = MIN_SEEDS) -> tuple[pd.DataFrame, dict]:
+    """One row per (task, n): the quality rule, the saturation d_qk of accuracy (`d_star`, a trained width; the
+    smallest width it can be, `d_star_lowest`, one above the trained width below it; `d_star_at_first` when the
+    smallest width already saturates), its 95 % bootstrap interval over seeds as a bracket of trained widths
+    (`d_star_low` is the smallest width the lower end can be), the saturation d_qk of the hardmax and numerical
+    rank (head mean) by the same rule, and the solving pattern's hardmax rank.
 
     Also returns {(task, n): bootstrap replicates of the accuracy saturation} for the fits.
     """
     rows, boots = [], {}
     for (task, n), part in frame.groupby(["task", "n"]):
         spec = TASK_SPECS[task]
-        rule = cell_rule(part, spec.bar)
-        acc = usable_points(seed_table(part, "test_accuracy"))
+        rule = cell_rule(part, spec.bar, min_seeds)
+        acc = usable_points(seed_table(part, "test_accuracy"), min_seeds)
+        kept = counted(part)
         row = {"task": task, "n": int(n), "usable": rule.usable, "reason": rule.reason, "bar": spec.bar,
                "top_d_qk": rule.top_d_qk, "top_accuracy": rule.top_accuracy, "top_passing": rule.top_passing,
                "top_models": rule.top_models, "models": len(part), "converged": int(part.converged.sum()),
-               "d_qk_trained": sorted(part.d_qk.unique().tolist()),
+               "at_cap": int((~kept.converged.astype(bool)).sum()), "diverged": len(part) - len(kept),
+               "seeds": int(part.model_seed.nunique()),
+               "d_qk_trained": sorted(int(d) for d in part.d_qk.unique()),
                "pattern_hardmax_rank": datasets.pattern_hardmax_rank(task, int(n), **spec.options)}
-        row["d_star"] = saturation_of(acc) if len(acc) else float("nan")
+        point = saturation_of(acc) if len(acc) else None
+        grid = acc.index.to_numpy(float)
+        row["d_star"] = point.value if point else float("nan")
+        row["d_star_at_first"] = bool(point and point.status == saturation.AT_FIRST)
+        row["d_star_lowest"] = saturation.lowest_possible(grid, row["d_star"]) if point else float("nan")
         if rule.usable and len(acc):
             reps = bootstrap_saturation(acc, replicates, seeding.derive_seed(seed, "bootstrap", task, int(n)))
             boots[(task, int(n))] = reps
-            row["d_star_low"], row["d_star_high"] = (float(np.quantile(reps, q)) for q in (0.025, 0.975))
+            low, high = (float(np.quantile(reps, q, method=m)) for q, m in ((0.025, "lower"), (0.975, "higher")))
+            row["d_star_low"], row["d_star_high"] = saturation.lowest_possible(grid, low), high
         else:
             row["d_star_low"] = row["d_star_high"] = float("nan")
         for measure in ("hardmax_rank_mean", "numerical_rank_mean"):
-            table = usable_points(seed_table(part, measure))
-            row[f"d_star_{measure.removesuffix('_mean')}"] = saturation_of(table) if len(table) else float("nan")
+            table = usable_points(seed_table(part, measure), min_seeds)
+            row[f"d_star_{measure.removesuffix('_mean')}"] = saturation_of(table).value if len(table) else float("nan")
             row[f"{measure.removesuffix('_mean')}_at_top"] = float(table.iloc[-1].mean()) if len(table) else float("nan")
         rows.append(row)
     return pd.DataFrame(rows), boots
@@ -214,9 +235,10 @@ LITERATURE = {
             "targets",
 }
 # The forms in plain text for glued sentences and tables (no ASCII maths on the page).
-FORM_WORDS = {"log": "a + b·ln n", "log2": "a + b·(ln n)²", "sqrt": "c·√n", "linear": "c·n"}
-VERDICT_RULE = (f"the smallest d_qk reaching {100 * LEVEL:g} % of the best seed-mean accuracy, over the n whose cell meets "
-                f"the quality bar, fitted against the four forms with bootstrap intervals over seeds; at least "
+FORM_WORDS = {"log": "a + b·ln n", "log2": "a + b·(ln n)²", "sqrt": "c·√n", "linear": "c·n", "power": "c·nᵅ"}
+VERDICT_RULE = (f"the smallest trained d_qk making {100 * LEVEL:g} % of the rise of the seed-mean accuracy from the "
+                "smallest to the largest width (every model counted), over the n whose cell meets the quality bar, "
+                "fitted against the forms of helpers.scaling with bootstrap intervals over models; at least "
                 f"{MIN_SEEDS} seeds and {scaling.MIN_POINTS} usable n, else untestable; the answer is the growth "
                 "class of the forms the data cannot tell from the best (log and power law together: untestable)")
 
@@ -226,10 +248,11 @@ def _forms_text(forms) -> str:
 
 
 def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | None, n_seeds: int,
-                 grid_top: int, d_model: int) -> Verdict:
+                 grid_top: int, d_model: int, min_seeds: int = MIN_SEEDS) -> Verdict:
     """The verdict for one task from its cells and its fit (None when there are too few usable cells).
 
-    outcome: one of ANSWERS; evidence: usable_n, best form, indistinguishable forms, seeds."""
+    outcome: one of ANSWERS; evidence: usable_n, best form, indistinguishable forms, seeds. `min_seeds` is relaxed
+    by one only by the robustness check (`robust_verdict`)."""
     part = cells[(cells.task == task)]
     usable = part[part.usable & part.d_star.notna()]
     usable_n = [int(n) for n in sorted(usable.n.tolist())]
@@ -241,8 +264,8 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
         return Verdict(answer, sentence, VERDICT_RULE, evidence)
 
     prefix = f"{task} is untestable at this budget: "
-    if n_seeds < MIN_SEEDS:
-        return verdict("untestable", prefix + f"{plural(n_seeds, 'seed')} per model, at least {MIN_SEEDS} needed.")
+    if n_seeds < min_seeds:
+        return verdict("untestable", prefix + f"{plural(n_seeds, 'seed')} per model, at least {min_seeds} needed.")
     if len(usable) < scaling.MIN_POINTS or fit is None:
         verb = "meets" if len(usable) == 1 and len(part) == 1 else "meet"
         return verdict("untestable", prefix + f"{'only ' if len(usable) else ''}"
@@ -251,21 +274,19 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
     if grid_top >= d_model and (usable.d_star >= grid_top).all():
         return verdict("full", f"{task} supports {LITERATURE['full']}: every usable n needs the largest d_qk, "
                                f"{grid_top} = d_model.", True)
-    growth = scaling.growth_class(fit.indistinguishable)
+    growth = scaling.growth_outcome(fit)
     others = [f for f in fit.indistinguishable if f != fit.best]
     # the coefficients and their intervals are in the fits table; the sentence keeps what the answer rests on
     fitted = f"the best fit is {FORM_WORDS[fit.best]}" + (
         f", and the data cannot tell it apart from {_forms_text(others)}" if others
         else ", and every other form fits worse in at least 97.5 % of the bootstrap resamples")
-    if growth == "mixed":
+    if growth == "untestable":
         return verdict("untestable", f"{task} is untestable at this budget: {fitted}, which include both a "
                        "logarithm and a power law.", True)
     flat = ""
-    if growth == "log":
-        low, high = fit.coefficient_ci[fit.best]["b"]
-        if low <= 0 <= high:
-            flat = (f" The slope b is not distinguishable from 0 (its interval reaches 0): the smallest width does "
-                    f"not grow with n from {min(usable_n)} to {max(usable_n)}, which is within order log n.")
+    if growth == "log" and scaling.slope_is_flat(fit):
+        flat = (f" The slope b is not distinguishable from 0 (its interval reaches 0): the smallest width does "
+                f"not grow with n from {min(usable_n)} to {max(usable_n)}, which is within order log n.")
     return verdict(growth, f"{task} supports {LITERATURE[growth]}: {fitted}." + flat, True)
 
 
@@ -276,6 +297,49 @@ def fit_task(task: str, cells: pd.DataFrame, boots: dict) -> scaling.BootstrapFo
         return None
     reps = np.stack([boots[(task, int(n))] for n in usable.n], axis=1)   # (B, cells)
     return scaling.bootstrap_forms(usable.n.to_numpy(), usable.d_star.to_numpy(), reps)
+
+
+def _stepped(values: np.ndarray, grid, direction: int) -> np.ndarray:
+    """Each value moved one step along the grid (-1 down, +1 up), staying at the end it would pass."""
+    out = []
+    for v in values:
+        moved = [g for g in robust.neighbours(grid, v) if (g - v) * direction > 0]
+        out.append(moved[0] if moved else v)
+    return np.array(out, dtype=float)
+
+
+def robust_verdict(task: str, frame: pd.DataFrame, cells: pd.DataFrame, boots: dict, verdict: Verdict, P,
+                   replicates: int) -> Verdict:
+    """`verdict` if it survives (a) each model seed left out (the cells recomputed from the remaining seeds, the
+    minimum number of seeds relaxed by one) and (b) each usable n's smallest width moved to its lower and upper
+    neighbour on the D_QK grid (with its bootstrap replicates moved the same way); otherwise untestable, naming
+    the perturbation that flips it (`helpers.robust`)."""
+    if verdict.outcome == "untestable":
+        return verdict
+    models = frame[frame.task == task]
+    n_seeds = int(models.model_seed.nunique())
+
+    def decide(part_cells, part_boots, seeds, min_seeds):
+        fit = fit_task(task, part_cells, part_boots)
+        return task_verdict(task, part_cells, fit, seeds, max(P["D_QK"]), P["D_MODEL"], min_seeds).outcome
+
+    perturbed = []
+    if n_seeds >= 2:
+        for label, s in robust.leave_one_out(sorted(models.model_seed.unique())):
+            sub_cells, sub_boots = cell_table(models[models.model_seed != s], replicates, P["SEED"], MIN_SEEDS - 1)
+            perturbed.append((label, decide(sub_cells, sub_boots, n_seeds - 1, MIN_SEEDS - 1)))
+    usable = cells[(cells.task == task) & cells.usable & cells.d_star.notna()]
+    # "full" is no growth law (every n needs the top of the grid): only the seeds are left out for it
+    points = {} if verdict.outcome == "full" else {f"n = {int(r.n)}": r.d_star for r in usable.itertuples()}
+    for label, moved in robust.grid_steps(points, P["D_QK"]):
+        key = next(k for k in points if moved[k] != points[k])
+        n = int(key.removeprefix("n = "))
+        direction = 1 if moved[key] > points[key] else -1
+        step_cells = cells.copy()
+        step_cells.loc[(step_cells.task == task) & (step_cells.n == n), "d_star"] = moved[key]
+        step_boots = {**boots, (task, n): _stepped(boots[(task, n)], P["D_QK"], direction)}
+        perturbed.append((label, decide(step_cells, step_boots, n_seeds, MIN_SEEDS)))
+    return robust.Robustness.of(verdict.outcome, perturbed).apply(verdict, subject=task, words=ANSWER_WORDS)
 
 
 def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
@@ -316,20 +380,40 @@ def recipe_from(P) -> Recipe:
                   patience=P["PATIENCE"], tolerance=P["TOLERANCE"])
 
 
+def d_star_text(row) -> str:
+    """A cell's accuracy saturation as the trained widths allow: "4", "5 to 8" (5 to 7 not trained), "≤ 1"."""
+    return saturation.bracket_text(row.d_qk_trained, row.d_star, bool(row.d_star_at_first))
+
+
 def curve_text(cells: pd.DataFrame, task: str) -> str:
-    """"3, 4 and 6 at n = 16, 32 and 64 (95 % interval 3 to 6 at n = 32; the others a single point)": the accuracy
-    saturation d_qk of the usable cells, with the bootstrap intervals that are not a single point."""
+    """"3, 4 and 5 to 8 at n = 16, 32 and 64 (95 % interval 3 to 6 at n = 32; the others a single width)": the
+    accuracy saturation d_qk of the usable cells as brackets of trained widths, with the bootstrap intervals over
+    models that are not the same bracket."""
     part = cells[(cells.task == task) & cells.usable].sort_values("n")
     if part.empty:
         return "no usable sequence length"
-    text = f"{join([number(d) for d in part.d_star])} at n = {join([str(n) for n in part.n])}"
+    text = f"{join([d_star_text(r) for r in part.itertuples()])} at n = {join([str(n) for n in part.n])}"
     wide = [f"{span_short(r.d_star_low, r.d_star_high)} at n = {r.n}" for r in part.itertuples()
-            if span_short(r.d_star_low, r.d_star_high) != number(r.d_star)]
+            if span_short(r.d_star_low, r.d_star_high) != span_short(r.d_star_lowest, r.d_star)]
     if not wide:
-        return text + (" (its 95 % interval a single point)" if len(part) == 1 else
-                       " (each 95 % interval a single point)")
-    rest = "" if len(wide) == len(part) else "; the others a single point"
+        return text + (" (its 95 % interval over models the same)" if len(part) == 1 else
+                       " (each 95 % interval over models the same)")
+    rest = "" if len(wide) == len(part) else "; the others the same"
     return text + f" (95 % interval {join(wide, separator='; ')}{rest})"
+
+
+def robustness_text(verdict: Verdict) -> str:
+    """What the robustness check of a verdict found, in words: "none of the 11 perturbations (each seed left out,
+    each smallest width moved one grid step) changes it", "2 of the 11 change it", or "not checked (untestable
+    before it)"."""
+    check = verdict.evidence.get("robustness")
+    if not check or not check["perturbations"]:
+        return "not checked: the verdict was untestable before it"
+    tried = f"the {plural(check['perturbations'], 'perturbation')} (each seed left out, each smallest width moved one grid step)"
+    flips = len(check["flips"])
+    if not flips:
+        return f"none of {tried} changes it"
+    return f"{flips} of {tried} {'changes' if flips == 1 else 'change'} it"
 
 
 def exhaustive_count(cells: pd.DataFrame, grid) -> int:
@@ -425,6 +509,7 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_prediction", prediction_text(verdicts))
     for task in P["TASKS"]:
         part = cells[cells.task == task]
+        q(f"ch5_{task}_robustness", robustness_text(verdicts[task]))
         q(f"ch5_{task}_answer", verdicts[task].outcome)
         q(f"ch5_{task}_curve", curve_text(cells, task))
         q(f"ch5_{task}_usable", int(part.usable.sum()), "d")
@@ -444,6 +529,8 @@ def fits_table(fits: dict) -> pd.DataFrame:
             row = {"task": task, "form": form, "label": FORM_WORDS[form], "loss": point.loss,
                    "loss_low": fit.loss_ci[form][0], "loss_high": fit.loss_ci[form][1],
                    "best": form == fit.best, "indistinguishable": form in fit.indistinguishable}
+            if form not in scaling.CLASS_FORMS:   # the power law is reported for its exponent only
+                row["indistinguishable"] = None
             for name, value in point.coefficients.items():
                 row[name] = value
                 row[f"{name}_low"], row[f"{name}_high"] = fit.coefficient_ci[form][name]
@@ -452,7 +539,7 @@ def fits_table(fits: dict) -> pd.DataFrame:
 
 
 MODEL_COLUMNS = ["task", "n", "d_qk", "model_seed", "data_seed", "test_loss", "test_accuracy", "converged",
-                 "stop_step", "hardmax_rank", "numerical_rank", "hardmax_rank_targets"]
+                 "diverged", "stop_step", "hardmax_rank", "numerical_rank", "hardmax_rank_targets"]
 
 
 def analyse(P, progress: bool = True) -> ChapterResult:
@@ -504,9 +591,11 @@ def judge(P, frame: pd.DataFrame, recipe: Recipe | None = None, replicates: int 
     frame = add_head_summaries(frame)
     cells, boots = cell_table(frame, replicates=replicates, seed=P["SEED"])
     fits = {task: fit_task(task, cells, boots) for task in P["TASKS"]}
-    verdicts = {task: result.verdict(f"ch5_{task}_verdict", task_verdict(task, cells, fits[task], P["N_SEEDS"],
-                                                                          max(P["D_QK"]), P["D_MODEL"]))
-                for task in P["TASKS"]}
+    verdicts = {}
+    for task in P["TASKS"]:
+        first = task_verdict(task, cells, fits[task], P["N_SEEDS"], max(P["D_QK"]), P["D_MODEL"])
+        verdicts[task] = result.verdict(f"ch5_{task}_verdict",
+                                        robust_verdict(task, frame, cells, boots, first, P, replicates))
     above = heads_above_ceiling(frame)
     table = fits_table(fits)
     result.data.update(models=frame, cells=cells, fits=fits, fits_table=table, above=above)
@@ -536,7 +625,7 @@ def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
     view = pd.DataFrame({
         "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
         "accuracy at the largest d_qk": cells.top_accuracy,
-        "smallest d_qk (accuracy)": cells.d_star.where(cells.usable),
+        "smallest d_qk (accuracy)": [d_star_text(r) if r.usable else "–" for r in cells.itertuples()],
         "95 % interval": [span_short(lo, hi) if ok else "–" for lo, hi, ok in
                           zip(cells.d_star_low, cells.d_star_high, cells.usable)],
         "smallest d_qk (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
@@ -551,19 +640,22 @@ def _tiny(loss: float) -> float:
     return round(loss, 6)
 
 
+COEFFICIENT_WORDS = {"a": "a", "b": "b", "c": "c", "alpha": "α"}
+
+
 def fits_view(table: pd.DataFrame) -> pd.DataFrame:
     """Table 5.3: per task and form, the coefficients and the loss with their 95 % intervals."""
     if table.empty:
         return pd.DataFrame({"fit": ["no task has three usable n"]}).set_index("fit").rename_axis(index=None)
     rows = []
     for r in table.to_dict(orient="records"):
-        coefficients = join([f"{k} = {number(r[k], 2)} ({span_short(r[k + '_low'], r[k + '_high'], 2)})"
-                             for k in ("a", "b", "c") if k in r and not pd.isna(r[k])])
+        coefficients = join([f"{COEFFICIENT_WORDS[k]} = {number(r[k], 2)} ({span_short(r[k + '_low'], r[k + '_high'], 2)})"
+                             for k in COEFFICIENT_WORDS if k in r and not pd.isna(r[k])])
         rows.append({"task": r["task"], "form": r["label"].replace(" ", "\u00a0"),   # a form never breaks a line
                      "coefficients (95 % interval)": coefficients,
                      "loss (95 % interval)": f"{number(_tiny(r['loss']), 2)} ({span_short(_tiny(r['loss_low']), _tiny(r['loss_high']), 2)})",
                      "best": "yes" if r["best"] else "", "indistinguishable from the best":
-                         "yes" if r["indistinguishable"] else "no"})
+                         "–" if r["indistinguishable"] is None else "yes" if r["indistinguishable"] else "no"})
     return pd.DataFrame(rows).set_index(["task", "form"]).rename_axis(index=[None, None])
 
 

@@ -56,10 +56,11 @@ def quoted(result, name):
     (lambda n: round(math.sqrt(n)), "sqrt"),
 ])
 def test_each_scaling_answer_on_exact_curves(truth, answer):
-    n_values = [16, 64, 256] if answer != "linear" else [16, 32, 64, 128]
-    grid = list(range(1, 257))
+    # five octaves or more: on three n, moving one width by one grid step already flips sqrt(n) to log n
+    n_values = [16, 64, 256, 1024, 4096] if answer != "linear" else [16, 32, 64, 128, 256]
+    grid = list(range(1, 81))
     frame = rows("copy", {n: truth(n) for n in n_values}, grid=grid)
-    result = judged(frame, N_VALUES=n_values, D_QK=grid, D_MODEL=256)
+    result = judged(frame, N_VALUES=n_values, D_QK=grid, D_MODEL=80)
     cells = cells_of(result).set_index("n")
     assert [cells.loc[n, "d_star"] for n in n_values] == [truth(n) for n in n_values]
     assert (cells.d_star_low == cells.d_star).all() and (cells.d_star_high == cells.d_star).all()  # seeds agree
@@ -99,12 +100,22 @@ def test_untestable_when_cells_miss_the_quality_bar():
     assert quoted(result, "ch5_copy_excluded_reasons").startswith("n = 256: 3 of 3 models at d_qk = 64")
 
 
-def test_not_converged_models_are_excluded_and_counted():
+def test_models_at_the_step_cap_count_by_their_accuracy_and_are_counted():
     frame = rows("copy", {16: 4, 64: 6, 256: 8})
-    frame.loc[(frame.n == 256) & (frame.d_qk == 64), "converged"] = False
+    frame.loc[(frame.n == 256) & (frame.d_qk == 64), "converged"] = False      # at the cap, but at accuracy 1
     result = judged(frame)
-    assert not cells_of(result).set_index("n").loc[256, "usable"]
+    cells = cells_of(result).set_index("n")
+    assert cells.loc[256, "usable"] and cells.loc[256, "at_cap"] == 3 and cells.loc[256, "d_star"] == 8
     assert quoted(result, "ch5_not_converged") == 3
+    # a capped seed below the accuracy level at n = 64, width 6 moves the seed mean there: the width is not dropped
+    capped = rows("copy", {16: 4, 64: 6, 256: 8})
+    low = (capped.n == 64) & (capped.d_qk.isin([6, 7])) & (capped.model_seed == 2)
+    capped.loc[low, ["converged", "test_accuracy"]] = [False, 0.3]
+    assert cells_of(judged(capped)).set_index("n").loc[64, "d_star"] == 8
+    # a model whose training diverged has no accuracy to count
+    diverged = rows("copy", {16: 4, 64: 6, 256: 8})
+    diverged.loc[(diverged.n == 16) & (diverged.d_qk == 64) & (diverged.model_seed == 0), "diverged"] = True
+    assert not cells_of(judged(diverged)).set_index("n").loc[16, "usable"]
 
 
 def test_untestable_when_forms_cannot_be_told_apart():
@@ -132,30 +143,24 @@ def test_heads_above_the_ceiling_are_counted_from_the_rows():
     assert quoted(result, "ch5_heads_above_hardmax") == 9
 
 
-def test_search_order_top_first_then_bisection():
+def test_search_order_both_ends_first_then_bisection():
     grid = [1, 2, 3, 4, 6, 8]
-    assert chapter.next_points(grid, {}, set(), None) == [8]
-    assert chapter.next_points(grid, {8: 0.5}, {8}, False) == []                 # missed the bar: stop
-    assert chapter.next_points(grid, {8: 1.0}, {8}, True) == [3]                 # middle of 1, 2, 3, 4, 6
-    assert chapter.next_points(grid, {3: 0.2, 8: 1.0}, {3, 8}, True) == [6]      # middle of 4, 6
-    assert chapter.next_points(grid, {3: 0.2, 6: 0.99, 8: 1.0}, {3, 6, 8}, True) == [4]
-    assert chapter.next_points(grid, {3: 0.2, 4: 0.5, 6: 0.99, 8: 1.0}, {3, 4, 6, 8}, True) == []
+    assert chapter.next_points(grid, {}, set(), None) == [1, 8]            # both ends first
+    assert chapter.next_points(grid, {1: 0.2, 8: 0.5}, {1, 8}, False) == []     # missed the bar: stop
+    assert chapter.next_points(grid, {1: 0.2, 8: 1.0}, {1, 8}, True) == [4]      # middle of 2, 3, 4, 6
+    assert chapter.next_points(grid, {1: 0.2, 4: 0.2, 8: 1.0}, {1, 4, 8}, True) == [6]      # only 6 is left
+    assert chapter.next_points(grid, {1: 0.2, 4: 0.5, 6: 0.99, 8: 1.0}, {1, 4, 6, 8}, True) == []
+    assert chapter.next_points(grid, {1: 0.2, 4: 0.99, 8: 1.0}, {1, 4, 8}, True) == [3]    # middle of 2, 3
+    # the smallest width already as good as the largest: nothing between them is trained
+    assert chapter.next_points(grid, {1: 1.0, 8: 1.0}, {1, 8}, True) == []
 
 
-def test_a_width_without_enough_converged_seeds_is_never_trained_again():
-    grid = [1, 2, 3, 4, 6, 8]
-    # d_qk = 1 trained but no seed converged: it has no mean, and the search must not ask for it again
-    assert chapter.next_points(grid, {2: 1.0, 4: 1.0, 8: 1.0}, {1, 2, 4, 8}, True) == []
-    # a trained width without enough converged seeds counts as below the level: the bisection brackets with it
-    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {16: 1.0}, {6, 16}, True) == [12]  # middle of 8, 12
-    # d_qk = 4 ran to the step cap without converging: 1, 2 and 3 below it are not trained
-    assert chapter.next_points([1, 2, 3, 4, 6, 8], {6: 1.0, 8: 1.0}, {4, 6, 8}, True) == []
-    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 16: 1.0}, {4, 6, 16}, True) == [12]
-    assert chapter.next_points([1, 2, 3, 4, 6, 8, 12, 16], {4: 0.2, 8: 0.99, 16: 1.0}, {4, 6, 8, 16}, True) == []
+def test_every_model_counts_in_the_seed_means_whatever_stopped_it():
     frame = rows("copy", {16: 4}, grid=[1, 2, 8])
-    frame.loc[frame.d_qk == 1, "converged"] = False
-    assert set(chapter.seed_means(frame, converged_only=False)[("copy", 16)]) == {1, 2, 8}
-    assert set(chapter.seed_means(frame)[("copy", 16)]) == {2, 8}
+    frame.loc[frame.d_qk == 1, "converged"] = False                     # ran to the step cap
+    assert set(chapter.seed_means(frame)[("copy", 16)]) == {1, 2, 8}
+    frame.loc[frame.d_qk == 2, "diverged"] = True
+    assert set(chapter.seed_means(frame)[("copy", 16)]) == {1, 8}
 
 
 def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
@@ -172,19 +177,24 @@ def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
         [{**c, "seed": s, **row} for c in configs for s in seeds for row in point(**c, seed=s)]))
     frame = chapter.phase_diagram(["copy"], [16], [1, 2, 3, 4, 6, 8], 3, 0, training.Recipe(d_model=8), progress=False)
     widths = [d for call in calls for d in call]
-    assert sorted(widths) == sorted(set(widths)) == [2, 3, 8]            # 8, then bisection: 3 (ok), 2 (fails)
-    assert len(frame) == 3 * 3
+    assert sorted(widths) == sorted(set(widths)) == [1, 2, 3, 4, 8]  # 1 and 8, then bisection: 4, 3 (ok), 2 (fails)
+    assert len(frame) == 5 * 3
 
 
 def test_headline_and_curve_text():
     verdicts = {"copy": chapter.Verdict("log", "", ""), "qsa": chapter.Verdict("untestable", "", "")}
     assert chapter.headline(verdicts).startswith("Copy supports a width of order log n; qsa is untestable at this budget")
     result = judged(rows("copy", {16: 4, 64: 6, 256: 8}))
-    assert chapter.curve_text(cells_of(result), "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (each 95 % interval a "
-                                                           "single point)")
+    assert chapter.curve_text(cells_of(result), "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (each 95 % interval "
+                                                           "over models the same)")
     cells = cells_of(result).assign(d_star_low=[4.0, 4.0, 8.0], d_star_high=[4.0, 8.0, 8.0])
     assert chapter.curve_text(cells, "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (95 % interval 4 to 8 at n = 64; "
-                                                 "the others a single point)")
+                                                 "the others the same)")
+    # widths not trained below the answer: the bracket of trained widths, never one interpolated number
+    coarse = cells_of(judged(rows("copy", {16: 4, 64: 6, 256: 8}, grid=[1, 2, 8, 64])))
+    assert chapter.curve_text(coarse, "copy").startswith("3 to 8, 3 to 8 and 3 to 8 at n = 16, 64 and 256")
+    first = cells_of(judged(rows("copy", {16: 1, 64: 6, 256: 8})))
+    assert chapter.curve_text(first, "copy").startswith("≤ 1, 6 and 8")
     assert chapter.curve_text(cells.assign(usable=False), "copy") == "no usable sequence length"
 
 
