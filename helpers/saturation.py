@@ -211,5 +211,9 @@ def bootstrap_saturation(x, samples, *, resamples: int = 1000, confidence: float
     low = high = math.nan
     if defined >= 1 - (1 - confidence) / 2:
         tail = 100 * (1 - confidence) / 2
-        low, high = (float(v) for v in np.nanpercentile(values, [tail, 100 - tail]))
+        if rule.get("interpolate") == "none":   # grid readings: the interval's ends are grid points too
+            low = float(np.nanpercentile(values, tail, method="lower"))
+            high = float(np.nanpercentile(values, 100 - tail, method="higher"))
+        else:
+            low, high = (float(v) for v in np.nanpercentile(values, [tail, 100 - tail]))
     return SaturationInterval(point, low, high, defined, resamples, confidence)

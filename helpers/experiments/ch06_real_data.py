@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import english, executors, parameters, saturation, theory
+from .. import english, executors, parameters, robust, saturation, theory
 from ..results import ChapterResult, Verdict
 from . import run_stacked_sweep, run_sweep, stack_configs
 from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
@@ -196,10 +196,12 @@ def curves(models: pd.DataFrame) -> pd.DataFrame:
 
 
 QUANTITIES = ("loss",) + RANK_LABELS
-RULES = {   # quantity -> (sign applied to the values, the saturation rule in helpers.saturation's terms)
-    "loss": (-1.0, dict(reference="last", baseline="first", level=LEVEL, interpolate="log")),
-    **{label: (1.0, dict(reference="last", baseline=0.0, level=LEVEL, interpolate="log")) for label in RANK_LABELS},
-}
+# quantity -> (sign applied to the values, the saturation rule): one convention for every quantity, the book's rule
+# for trained models (`saturation.RISE`: LEVEL of the rise, or drop, from the smallest to the largest d_qk, read at
+# the trained widths). A loss and a rank measured from different baselines would saturate at different points for
+# that reason alone.
+RULE = {**saturation.RISE, "level": LEVEL}
+RULES = {"loss": (-1.0, RULE), **{label: (1.0, RULE) for label in RANK_LABELS}}
 
 
 def samples(part: pd.DataFrame, column: str):
@@ -215,22 +217,34 @@ def samples(part: pd.DataFrame, column: str):
 
 
 def saturation_table(models: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Per (domain, n, quantity): the saturation d_qk of the seed-mean curve (value, status) and its bootstrap
-    interval over seeds (low, high; NaN when fewer than 97.5 % of resamples define it)."""
+    """Per (domain, n, quantity): the saturation d_qk of the seed-mean curve (value: a trained width; status) and
+    its bootstrap interval over seeds (low, high: trained widths; NaN when fewer than 97.5 % of resamples define
+    it), and `grid`, the trained widths the brackets are read on (`saturation.lowest_possible`)."""
     rows = []
     for (domain, n), part in models.groupby(["domain", "n"], sort=False):
         for quantity in QUANTITIES:
             sign, rule = RULES[quantity]
             x, ys = samples(part, "test_loss" if quantity == "loss" else quantity)
+            row = {"domain": domain, "n": int(n), "quantity": quantity, "grid": [int(v) for v in x]}
             if any(np.size(c) == 0 for c in (ys.T if isinstance(ys, np.ndarray) else ys)):
-                rows.append({"domain": domain, "n": int(n), "quantity": quantity, "value": math.nan,
-                             "status": saturation.FLAT, "low": math.nan, "high": math.nan, "defined": 0.0})
+                rows.append({**row, "value": math.nan, "status": saturation.FLAT, "low": math.nan, "high": math.nan,
+                             "defined": 0.0})
                 continue
             ys = sign * ys if isinstance(ys, np.ndarray) else [sign * c for c in ys]
             est = saturation.bootstrap_saturation(x, ys, resamples=resamples, seed=seed, **rule)
-            rows.append({"domain": domain, "n": int(n), "quantity": quantity, "value": est.point.value,
-                         "status": est.point.status, "low": est.low, "high": est.high, "defined": est.defined})
+            rows.append({**row, "value": est.point.value, "status": est.point.status, "low": est.low,
+                         "high": est.high, "defined": est.defined})
     return pd.DataFrame(rows)
+
+
+def bracket(row) -> tuple[float, float]:
+    """The 95 % interval of a saturation row as the widths it allows: from the smallest width its lower end can be
+    (0 when the lower end is the smallest trained width: "at or below") to its upper end; NaN when undefined."""
+    if not (np.isfinite(row["low"]) and np.isfinite(row["high"])):
+        return math.nan, math.nan
+    grid = list(row["grid"])
+    low = 0.0 if row["low"] <= min(grid) else saturation.lowest_possible(grid, row["low"])
+    return low, float(row["high"])
 
 
 def rank_at_max(models: pd.DataFrame) -> pd.DataFrame:
@@ -257,10 +271,14 @@ def saturation_display(sat: pd.DataFrame, together: pd.DataFrame | None = None) 
     def cell(row) -> str:
         if row.status not in (saturation.INSIDE, saturation.AT_FIRST):
             return "–"
-        text = ("≤ " if row.status == saturation.AT_FIRST else "") + english.number(row.value, 2)
-        if np.isfinite(row.low):
-            # a cell is one line: no break before the interval or after its dash
-            text += f"\u00a0({english.number(row.low, 2)}–\u2060{english.number(row.high, 2)})"
+        text = saturation.bracket_text(row.grid, row.value, row.status == saturation.AT_FIRST)
+        low, high = bracket(row)
+        if np.isfinite(low):
+            # a cell is one line: no break inside the bracket, before the interval or after its dash
+            text = text.replace(" to ", "–\u2060").replace("≤ ", "≤\u00a0")
+            interval = f"≤\u00a0{english.number(high)}" if low == 0 else \
+                f"{english.number(low)}–\u2060{english.number(high)}"
+            text += f"\u00a0({interval})"
         return text
 
     out = sat.assign(setting=setting_label(sat.domain, sat.n), text=sat.apply(cell, axis=1))
@@ -277,14 +295,15 @@ def saturation_display(sat: pd.DataFrame, together: pd.DataFrame | None = None) 
 # ------------------------------------------------------------------------------------------------ verdict rules
 
 def together_outcome(loss: dict, rank: dict, included: bool) -> str:
-    """Whether loss and rank saturate together, from their bootstrap intervals (`low`, `high`):
-    "untestable" (setting excluded, or an interval undefined), "together" (intervals overlap), "rank_later"
-    or "loss_later" (disjoint intervals)."""
-    if not included or not all(np.isfinite(v) for v in (loss["low"], loss["high"], rank["low"], rank["high"])):
+    """Whether loss and rank saturate together, from the widths their bootstrap intervals allow (`bracket`):
+    "untestable" (setting excluded, or an interval undefined), "together" (the brackets overlap), "rank_later"
+    or "loss_later" (disjoint brackets)."""
+    (loss_low, loss_high), (rank_low, rank_high) = bracket(loss), bracket(rank)
+    if not included or not all(np.isfinite(v) for v in (loss_low, loss_high, rank_low, rank_high)):
         return "untestable"
-    if rank["low"] > loss["high"]:
+    if rank_low > loss_high:
         return "rank_later"
-    if loss["low"] > rank["high"]:
+    if loss_low > rank_high:
         return "loss_later"
     return "together"
 
@@ -293,10 +312,8 @@ def untestable_reason(loss: dict, rank: dict, included: bool) -> str:
     """Why a setting cannot decide whether loss and rank saturate together (see `together_outcome`), in words."""
     if not included:
         return "below the quality bar: untestable at this budget"
-    if loss["status"] == saturation.FLAT:
-        return "its seed-mean loss does not fall from the smallest to the largest d_qk"
-    if rank["status"] == saturation.FLAT:
-        return "its rank does not rise over the grid"
+    if loss["status"] == saturation.FLAT or rank["status"] == saturation.FLAT:
+        return "a curve has a missing value"
     return "a 95 % interval is undefined (fewer than 97.5 % of the bootstrap resamples saturate)"
 
 
@@ -323,7 +340,7 @@ def together_verdict(outcomes: list[str], measure: str, reasons: dict | None = N
                     f"seeds and defined intervals")
         outcome = "untestable"
     else:
-        parts = [f"{counts['together']} together (overlapping 95 % intervals)",
+        parts = [f"{counts['together']} together (overlapping 95 % intervals of trained widths)",
                  f"{counts['loss_later']} with the loss saturating later",
                  f"{counts['rank_later']} with the rank saturating later"]
         sentence = (f"{english.count_of(testable, len(outcomes), 'setting')} can decide: "
@@ -331,8 +348,10 @@ def together_verdict(outcomes: list[str], measure: str, reasons: dict | None = N
         if counts["untestable"]:
             sentence += f"; {names or english.plural(counts['untestable'], 'setting')} cannot"
         outcome = max(("together", "rank_later", "loss_later"), key=lambda k: counts[k])
-    return Verdict(outcome, sentence, rule=f"loss and {measure} saturate together when their bootstrap 95 % "
-                   f"intervals over seeds overlap; a setting counts only when it meets its quality bar",
+    return Verdict(outcome, sentence, rule=f"loss and {measure} saturate together when the widths their bootstrap "
+                   f"95 % intervals over seeds allow overlap (one saturation rule for both: {100 * LEVEL:g} % of the "
+                   "rise or drop from the smallest to the largest d_qk, read at trained widths); a setting counts "
+                   "only when it meets its quality bar; the answer is the most common outcome",
                    evidence={**counts, "settings": len(outcomes)})
 
 
@@ -358,28 +377,41 @@ def saturation_summary(sat: pd.DataFrame, q: pd.DataFrame) -> str:
         none = part[~part.status.isin([saturation.INSIDE, saturation.AT_FIRST])]
         where = []   # (settings, words): the most common case first
         if len(inside):
-            value = english.span_short(float(inside.value.min()), float(inside.value.max()), 2)
+            lowest = min(saturation.lowest_possible(r.grid, r.value) for r in inside.itertuples())
+            value = english.span_short(lowest, float(inside.value.max()), 2)
             where.append((len(inside), f"at d_qk {value} {_in_how_many(len(inside), len(part), _names(inside, names))}"))
         if len(first):
             where.append((len(first), "already at the smallest d_qk "
                                       f"{_in_how_many(len(first), len(part), _names(first, names))}"))
         if len(none):
-            verb = "fall" if quantity == "loss" else "rise"
-            where.append((len(none), f"nowhere {_in_how_many(len(none), len(part), _names(none, names))} (its seed "
-                                     f"mean does not {verb} from the smallest to the largest d_qk)"))
+            where.append((len(none), f"nowhere {_in_how_many(len(none), len(part), _names(none, names))} (its "
+                                     "seed-mean curve has a missing value)"))
         words = [w for _, w in sorted(where, key=lambda item: -item[0])]
         clauses.append(f"{QUANTITY_WORDS[quantity]} saturates {english.join(words)}")
     return (f"In the {english.plural(len(kept), 'setting')} that meet their bars, " + "; ".join(clauses))
+
+
+def loss_drop_text(models: pd.DataFrame, q: pd.DataFrame) -> str:
+    """How much there is to saturate: the drop of the seed-mean test loss from the smallest to the largest d_qk, in %
+    of the loss at the smallest, over the settings that meet their bars ("from 1.7 to 9 %")."""
+    kept = {(r.domain, r.n) for r in q.itertuples() if r.included}
+    drops = []
+    for (domain, n), part in models[models.valid].groupby(["domain", "n"]):
+        if (domain, n) in kept:
+            means = part.groupby("d_head").test_loss.mean().sort_index()
+            drops.append(100 * (means.iloc[0] - means.iloc[-1]) / means.iloc[0])
+    return english.span(min(drops), max(drops), 2, "%") if drops else "untestable (no setting meets its bar)"
 
 
 def _names(part: pd.DataFrame, names: dict) -> list[str]:
     return [names[(d, n)] for d, n in zip(part.domain, part.n)]
 
 
-def headline(q: pd.DataFrame, outcomes: dict, reasons: dict, seeds: str) -> str:
+def headline(q: pd.DataFrame, outcomes: dict, reasons: dict, seeds: str, checked: dict | None = None) -> str:
     """The chapter's answer in two sentences: how many settings meet their bars and can decide, and, per rank
     measure, how many saturate together with the loss. `outcomes`: {rank label: [together_outcome per setting]};
-    `reasons`: {setting name: why it cannot decide}; `seeds`: "3 seeds"."""
+    `reasons`: {setting name: why it cannot decide}; `seeds`: "3 seeds"; `checked`: {rank label: the robust
+    verdict}, whose answer, when one perturbation changes it, is reported as untestable."""
     kept, total = int(q.included.sum()), len(q)
     bars = _meet(kept, total, "quality bar")
     testable = {label: sum(o != "untestable" for o in values) for label, values in outcomes.items()}
@@ -396,8 +428,12 @@ def headline(q: pd.DataFrame, outcomes: dict, reasons: dict, seeds: str) -> str:
     clauses = []
     for label, values in outcomes.items():
         found = sorted(((values.count(k), k) for k in OUTCOME_WORDS if values.count(k)), reverse=True)
-        clauses.append(f"by {QUANTITY_WORDS[label]}, " + english.join(
-            [f"{OUTCOME_WORDS[k]} {_in_how_many(c, testable[label], []) if c > 1 else 'in 1'}" for c, k in found]))
+        clause = f"by {QUANTITY_WORDS[label]}, " + english.join(
+            [f"{OUTCOME_WORDS[k]} {_in_how_many(c, testable[label], []) if c > 1 else 'in 1'}" for c, k in found])
+        verdict = (checked or {}).get(label)
+        if verdict is not None and verdict.evidence.get("robustness", {}).get("flips"):
+            clause += " (untestable at this budget: one perturbation changes the count, see below)"
+        clauses.append(clause)
     text = "; ".join(clauses)
     return f"{sentence}. {text[0].upper()}{text[1:]} (95 % bootstrap intervals over {seeds})."
 
@@ -609,11 +645,13 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     result.quote("ch6_bars_summary", bars_summary(q))
     result.quote("ch6_cap_where", cap_where(q))
     result.quote("ch6_stack_minutes", float(models.groupby(["domain", "n"]).stack_seconds.first().sum() / 60), digits=2)
-    _saturation_quotes(P, q, sat, at_max, result)
+    _saturation_quotes(P, q, sat, at_max, result, models, resamples)
     return result.done()
 
 
-def _saturation_quotes(P, q, sat, at_max, result) -> None:
+def together_outcomes(sat: pd.DataFrame, q: pd.DataFrame) -> tuple[dict, dict]:
+    """Per rank label, the `together_outcome` of every setting (in the order of `sat`), and {label: {setting name:
+    why it cannot decide}}."""
     included = {(r.domain, r.n): bool(r.included) for _, r in q.iterrows()}
     outcomes, reasons = {label: [] for label in RANK_LABELS}, {label: {} for label in RANK_LABELS}
     for (domain, n), part in sat.groupby(["domain", "n"], sort=False):
@@ -623,17 +661,68 @@ def _saturation_quotes(P, q, sat, at_max, result) -> None:
             outcomes[label].append(outcome)
             if outcome == "untestable":
                 reasons[label][setting_name(domain, n)] = untestable_reason(by["loss"], by[label], included[(domain, n)])
+    return outcomes, reasons
+
+
+def _moved(sat: pd.DataFrame, index, direction: int) -> pd.DataFrame:
+    """`sat` with the saturation point and interval of one row moved one step along its grid (-1 down, +1 up)."""
+    out = sat.copy()
+    row = out.loc[index]
+    for column in ("value", "low", "high"):
+        v = row[column]
+        if np.isfinite(v):
+            steps = [g for g in robust.neighbours(row["grid"], v) if (g - v) * direction > 0]
+            out.at[index, column] = float(steps[0]) if steps else v
+    return out
+
+
+def robust_together(models: pd.DataFrame, sat: pd.DataFrame, q: pd.DataFrame, verdicts: dict,
+                    resamples: int, seed: int) -> dict:
+    """Each rank label's together verdict, checked (`helpers.robust`) against (a) each seed left out (saturation and
+    quality recomputed from the other seeds, at least MIN_SEEDS - 1 of them) and (b) the loss's and the rank's
+    saturation point and interval, in each setting that meets its bars, moved one grid step down and up."""
+    perturbed = {label: [] for label in RANK_LABELS}
+    seeds = sorted(models.seed.unique())
+    if len(seeds) >= 2:
+        for label_text, s in robust.leave_one_out(seeds):
+            rest = models[models.seed != s]
+            outcomes, _ = together_outcomes(saturation_table(rest, resamples, seed), quality(rest, min_seeds=MIN_SEEDS - 1))
+            for label in RANK_LABELS:
+                perturbed[label].append((label_text, together_verdict(outcomes[label], label).outcome))
+    included = {(r.domain, r.n) for r in q.itertuples() if r.included}
+    for index, row in sat.iterrows():
+        if (row.domain, row.n) not in included or not np.isfinite(row.value):
+            continue
+        for direction, word in ((-1, "down"), (1, "up")):
+            moved = _moved(sat, index, direction)
+            if moved.loc[index, "value"] == row.value and moved.loc[index, "high"] == row.high:
+                continue   # at the end of the grid: nothing to move
+            outcomes, _ = together_outcomes(moved, q)
+            what = "loss" if row.quantity == "loss" else QUANTITY_WORDS[row.quantity].removeprefix("the ")
+            text = f"the {what} saturation of {setting_name(row.domain, row.n)} moved one grid step {word}"
+            for label in RANK_LABELS:
+                if row.quantity in ("loss", label):
+                    perturbed[label].append((text, together_verdict(outcomes[label], label).outcome))
+    return {label: robust.Robustness.of(verdicts[label].outcome, perturbed[label]).apply(
+        verdicts[label], words=OUTCOME_WORDS) for label in RANK_LABELS}
+
+
+def _saturation_quotes(P, q, sat, at_max, result, models, resamples) -> None:
+    outcomes, reasons = together_outcomes(sat, q)
     result.frames["together"] = pd.DataFrame(
         [{"domain": d, "n": n, **{label: outcomes[label][i] for label in RANK_LABELS}}
          for i, (d, n) in enumerate(sat[["domain", "n"]].drop_duplicates().itertuples(index=False))])
     result.quote("ch6_saturation_summary", saturation_summary(sat, q))
+    result.quote("ch6_loss_drop", loss_drop_text(models, q))
+    first = {label: together_verdict(outcomes[label], label, reasons[label]) for label in RANK_LABELS}
+    checked = robust_together(models, sat, q, first, resamples, P.SEED)
     for label in RANK_LABELS:
         key = "hardmax" if label == "hardmax" else "numerical"
-        result.verdict(f"ch6_together_{key}", together_verdict(outcomes[label], label, reasons[label]))
+        result.verdict(f"ch6_together_{key}", checked[label])
     fewest = int(q.loc[q.included, "fewest_valid_seeds"].min()) if q.included.any() else P.N_SEEDS
     seeds = english.plural(fewest, "seed") if fewest == P.N_SEEDS else f"at least {english.plural(fewest, 'seed')}"
     every_reason = {name: why for label in RANK_LABELS for name, why in reasons[label].items()}
-    result.quote("ch6_headline", headline(q, outcomes, every_reason, seeds))
+    result.quote("ch6_headline", headline(q, outcomes, every_reason, seeds, checked))
     inc = at_max.merge(q[["domain", "n", "included"]], on=["domain", "n"])
     inc = inc[inc.included]
     below = int((inc["hardmax_over_n"] < theory.BARRIER_FRACTION).sum())

@@ -85,14 +85,10 @@ def test_quality_bar_uniform_gap_and_seed_count_decide_inclusion():
     assert short.diverged.item() == 1 and short.fewest_valid_seeds.item() == 2 and not short.included.item()
 
 
-def _saturation_by_hand(d, y, baseline):
-    """The first d at which y has made 95 % of its rise from `baseline` to y[-1], interpolated in log d."""
-    target = baseline + 0.95 * (y[-1] - baseline)
-    k = next(i for i in range(len(y)) if y[i] >= target)
-    if k == 0:
-        return d[0]
-    t = (target - y[k - 1]) / (y[k] - y[k - 1])
-    return math.exp(math.log(d[k - 1]) + t * (math.log(d[k]) - math.log(d[k - 1])))
+def _saturation_by_hand(d, y):
+    """The first grid d at which y has made 95 % of its rise from y[0] to y[-1] (no interpolation)."""
+    target = y[0] + 0.95 * (y[-1] - y[0])
+    return d[next(i for i in range(len(y)) if y[i] >= target)]
 
 
 def test_saturation_of_loss_and_rank_matches_a_hand_computation():
@@ -100,13 +96,14 @@ def test_saturation_of_loss_and_rank_matches_a_hand_computation():
     loss = np.array([[2.0, 1.6, 1.5, 1.5], [2.2, 1.7, 1.52, 1.5], [2.1, 1.65, 1.49, 1.5]])
     ranks = np.array([[2.0, 5.0, 9.0, 10.0], [2.0, 4.0, 10.0, 10.0], [3.0, 5.0, 9.5, 10.5]])
     table = ch.saturation_table(_models(loss.tolist(), ranks.tolist()), resamples=200).set_index("quantity")
-    neg = -loss.mean(0)
-    assert table.loc["loss", "value"] == pytest.approx(_saturation_by_hand(d, list(neg), neg[0]))
+    assert table.loc["loss", "value"] == _saturation_by_hand(d, list(-loss.mean(0))) == 4
     mean_rank = ranks.mean(0)
-    assert table.loc["hardmax", "value"] == pytest.approx(_saturation_by_hand(d, mean_rank, 0.0))
-    assert table.loc["numerical@1e-03", "value"] == pytest.approx(_saturation_by_hand(d, mean_rank + 1, 0.0))
+    # one convention: the rank's rise is measured from its value at the smallest d_qk too, not from 0
+    assert table.loc["hardmax", "value"] == _saturation_by_hand(d, mean_rank) == 8
+    assert table.loc["numerical@1e-03", "value"] == _saturation_by_hand(d, mean_rank + 1)
     assert table.loc["loss", "low"] <= table.loc["loss", "value"] <= table.loc["loss", "high"]
-    assert set(table.status) == {"inside"}
+    assert {table.loc[q, k] for q in ch.QUANTITIES for k in ("value", "low", "high")} <= set(d), "grid readings"
+    assert set(table.status) == {"inside"} and table.loc["loss", "grid"] == d
 
 
 def test_saturation_with_an_excluded_model_uses_the_remaining_seeds():
@@ -116,25 +113,45 @@ def test_saturation_with_an_excluded_model_uses_the_remaining_seeds():
 
 
 @pytest.mark.parametrize("loss, rank, included, outcome", [
-    ((2.0, 3.0), (2.5, 3.5), True, "together"),
-    ((2.0, 3.0), (3.5, 5.0), True, "rank_later"),
-    ((4.0, 5.0), (1.0, 2.0), True, "loss_later"),
-    ((2.0, 3.0), (2.5, 3.5), False, "untestable"),
-    ((2.0, math.nan), (2.5, 3.5), True, "untestable"),
+    ((4.0, 16.0), (16.0, 16.0), True, "together"),     # 3 to 16 and 5 to 16: the untrained 5 .. 15 are shared
+    ((4.0, 4.0), (16.0, 16.0), True, "rank_later"),    # 3 to 4 against 5 to 16
+    ((16.0, 16.0), (1.0, 2.0), True, "loss_later"),    # 5 to 16 against at most 2
+    ((2.0, 2.0), (1.0, 4.0), True, "together"),        # at most 4 contains 2
+    ((4.0, 16.0), (16.0, 16.0), False, "untestable"),
+    ((4.0, math.nan), (16.0, 16.0), True, "untestable"),
 ])
-def test_together_outcome(loss, rank, included, outcome):
-    as_row = lambda lo_hi: {"low": lo_hi[0], "high": lo_hi[1]}  # noqa: E731
+def test_together_outcome_compares_the_widths_the_intervals_allow(loss, rank, included, outcome):
+    as_row = lambda lo_hi: {"low": lo_hi[0], "high": lo_hi[1], "grid": [1, 2, 4, 16]}  # noqa: E731
     assert ch.together_outcome(as_row(loss), as_row(rank), included) == outcome
 
 
-def test_together_verdict_counts_and_untestable():
-    v = ch.together_verdict(["together", "rank_later", "untestable"], "hardmax")
-    assert v.evidence["together"] == 1 and v.evidence["rank_later"] == 1 and v.evidence["untestable"] == 1
-    assert v.sentence.startswith("2 of 3 settings can decide: 1 together") and v.sentence.endswith("1 setting cannot")
-    assert "of 2 of 3" not in v.sentence
-    named = ch.together_verdict(["together", "untestable"], "hardmax", {"mnist at n = 16": "its loss is flat"})
-    assert named.sentence.endswith("; mnist at n = 16 cannot")      # the reason is in the saturation summary
-    assert ch.together_verdict(["untestable"] * 2, "hardmax").outcome == "untestable"
+def _checked(models):
+    q, sat = ch.quality(models), ch.saturation_table(models, resamples=400)
+    outcomes, _ = ch.together_outcomes(sat, q)
+    verdicts = {label: ch.together_verdict(outcomes[label], label) for label in ch.RANK_LABELS}
+    return ch.robust_together(models, sat, q, verdicts, resamples=400, seed=0)["hardmax"]
+
+
+def test_a_together_verdict_that_one_seed_flips_is_untestable():
+    # three settings; in each, seeds 0 and 1 need d = 4 for the loss, seed 2 only d = 2, and the rank saturates at 2.
+    # With seed 2 the loss's interval reaches down to 2 (together); without it, the loss saturates later.
+    rank = [[1.0, 3.0, 3.0, 3.0]] * 3
+    loss = [[2.0, 1.8, 1.5, 1.5], [2.0, 1.8, 1.5, 1.5], [2.0, 1.5, 1.5, 1.5]]
+    models = pd.concat([_models(loss, rank, n=n) for n in (32, 64, 128)], ignore_index=True)
+    checked = _checked(models)
+    assert checked.outcome == "untestable" and checked.evidence["undecided_outcome"] == "together"
+    flips = checked.evidence["robustness"]["flips"]
+    assert {"perturbation": "seed 2 left out", "outcome": "loss_later"} in flips
+    assert "does not survive one perturbation (with seed 2 left out" in checked.sentence
+
+
+def test_a_together_verdict_of_three_agreeing_settings_survives_every_perturbation():
+    # loss and rank both saturate at d = 2 with three agreeing seeds: one grid step changes one setting, not the count
+    calm = pd.concat([_models([[2.0, 1.5, 1.5, 1.5]] * 3, [[1.0, 3.0, 3.0, 3.0]] * 3, n=n) for n in (32, 64, 128)],
+                     ignore_index=True)
+    checked = _checked(calm)
+    assert checked.outcome == "together" and checked.evidence["robustness"]["flips"] == []
+    assert checked.evidence["robustness"]["perturbations"] == 3 + 3 * 2 * 2   # seeds; (loss, rank) x up, down
 
 
 def test_meets_rejects_unknown_comparisons_and_nan():
@@ -163,16 +180,17 @@ def test_stack_point_rows_weights_and_reload(tmp_path, monkeypatch, one_thread):
 
 
 def test_saturation_display_names_the_edge_cases():
+    grid = [1, 2, 4, 16]
     sat = pd.DataFrame([
-        {"domain": "bbc", "n": 64, "quantity": "loss", "value": 3.14, "status": "inside", "low": 2.4, "high": 4.0},
+        {"domain": "bbc", "n": 64, "quantity": "loss", "value": 16.0, "status": "inside", "low": 4.0, "high": 16.0},
         {"domain": "bbc", "n": 64, "quantity": "hardmax", "value": 1.0, "status": "at_first", "low": 1.0, "high": 1.0},
         {"domain": "bbc", "n": 64, "quantity": "numerical@1e-03", "value": math.nan, "status": "flat",
-         "low": math.nan, "high": math.nan}])
+         "low": math.nan, "high": math.nan}]).assign(grid=[grid] * 3)
     row = ch.saturation_display(sat).loc["bbc, n\u00a0=\u00a064"]
-    assert row.tolist() == ["3.1\u00a0(2.4–\u20604)", "≤ 1\u00a0(1–\u20601)", "–"]
+    assert row.tolist() == ["5–\u206016\u00a0(3–\u206016)", "≤\u00a01\u00a0(≤\u00a01)", "–"]
     together = pd.DataFrame([{"domain": "bbc", "n": 64, "hardmax": "loss_later", "numerical@1e-03": "untestable"}])
     row = ch.saturation_display(sat, together).loc["bbc, n\u00a0=\u00a064"]
-    assert row.tolist() == ["3.1\u00a0(2.4–\u20604)", "≤ 1\u00a0(1–\u20601)", "–", "loss later", "cannot decide"]
+    assert row.tolist()[3:] == ["loss later", "cannot decide"]
 
 
 def _quality(*settings):
@@ -223,25 +241,24 @@ def test_cap_where_names_the_fewer_side():
     assert ch.cap_where(q.assign(not_converged=6)).startswith("In every setting most models were stopped by the")
 
 
-def _sat(domain, n, loss, hardmax, numerical):
-    """Saturation rows of one setting: (value, status, low, high) per quantity."""
-    return [{"domain": domain, "n": n, "quantity": quantity, "value": v, "status": st, "low": lo, "high": hi}
-            for quantity, (v, st, lo, hi) in zip(ch.QUANTITIES, (loss, hardmax, numerical))]
+def _sat(domain, n, loss, hardmax, numerical, grid=(1, 2, 4, 8, 16)):
+    """Saturation rows of one setting: (value, status, low, high) per quantity, read on `grid`."""
+    return [{"domain": domain, "n": n, "quantity": quantity, "value": v, "status": st, "low": lo, "high": hi,
+             "grid": list(grid)} for quantity, (v, st, lo, hi) in zip(ch.QUANTITIES, (loss, hardmax, numerical))]
 
 
 def test_saturation_summary_and_headline_read_the_outcomes_of_every_setting():
     q = _quality(("shakespeare", 32, 2.69, 1.08), ("shakespeare", 64, 2.64, 1.3), ("mnist", 16, 0.96, 6.2),
                  ("bbc", 128, 3.5, 1.0))
     flat = (math.nan, "flat", math.nan, math.nan)
-    sat = pd.DataFrame(_sat("shakespeare", 32, (13, "inside", 12, 14), (6.7, "inside", 5, 7.7), (1, "at_first", 1, 1))
-                       + _sat("shakespeare", 64, (12, "inside", 11, 13), (8.5, "inside", 6, 13), (1, "at_first", 1, 1))
-                       + _sat("mnist", 16, flat, (6.5, "inside", 3, 11), (3.1, "inside", 2.6, 3.8))
-                       + _sat("bbc", 128, (9, "inside", 8, 10), (9, "inside", 8, 10), (1, "at_first", 1, 1)))
+    sat = pd.DataFrame(_sat("shakespeare", 32, (16, "inside", 16, 16), (4, "inside", 4, 8), (1, "at_first", 1, 1))
+                       + _sat("shakespeare", 64, (16, "inside", 16, 16), (8, "inside", 4, 16), (1, "at_first", 1, 1))
+                       + _sat("mnist", 16, flat, (8, "inside", 4, 16), (4, "inside", 2, 4))
+                       + _sat("bbc", 128, (8, "inside", 8, 8), (8, "inside", 8, 8), (1, "at_first", 1, 1)))
     assert ch.saturation_summary(sat, q) == (
-        "In the 3 settings that meet their bars, the loss saturates at d_qk 12 to 13 in 2 and nowhere in mnist at "
-        "n = 16 (its seed mean does not fall from the smallest to the largest d_qk); the hardmax rank saturates at "
-        "d_qk 6.5 to 8.5 in all 3; the numerical rank saturates already at the smallest d_qk in 2 and at d_qk 3.1 in "
-        "mnist at n = 16")
+        "In the 3 settings that meet their bars, the loss saturates at d_qk 9 to 16 in 2 and nowhere in mnist at "
+        "n = 16 (its seed-mean curve has a missing value); the hardmax rank saturates at d_qk 3 to 8 in all 3; the "
+        "numerical rank saturates already at the smallest d_qk in 2 and at d_qk 3 to 4 in mnist at n = 16")
     included = dict(zip(zip(q.domain, q.n), q.included))
     outcomes, reasons = {}, {}
     for label in ch.RANK_LABELS:
@@ -257,7 +274,7 @@ def test_saturation_summary_and_headline_read_the_outcomes_of_every_setting():
     assert outcomes["numerical@1e-03"] == ["loss_later", "loss_later", "untestable", "untestable"]
     assert ch.headline(q, outcomes, reasons, "3 seeds") == (
         "3 of 4 settings meet their quality bars, and 2 of the 4 can decide whether loss and rank saturate together; "
-        "mnist at n = 16 cannot (its seed-mean loss does not fall from the smallest to the largest d_qk); bbc at "
+        "mnist at n = 16 cannot (a curve has a missing value); bbc at "
         "n = 128 cannot (below the quality bar: untestable at this budget). By the hardmax rank, the two saturate "
         "together in 1 and the loss saturates at a larger d_qk in 1; by the numerical rank, the loss saturates at a "
         "larger d_qk in both (95 % bootstrap intervals over 3 seeds).")

@@ -140,3 +140,11 @@ def test_rise_convention_reads_grid_points_and_brackets_them():
     # one convention for a falling loss and a rising rank: both measured from the smallest width
     loss = np.array([3.0, 2.9, 2.6, 2.5])
     assert sat.saturation_point(grid, -loss, **sat.RISE).value == 16.0   # 2.6 > 3.0 - 0.95 * 0.5 = 2.525
+
+
+def test_bootstrap_of_grid_readings_stays_on_the_grid():
+    rng = np.random.default_rng(3)
+    x = [1, 2, 4, 16]
+    seeds = np.array([[0.0, 5.0, 9.0, 10.0]]) + rng.normal(0, 1.0, (5, 4))
+    interval = sat.bootstrap_saturation(x, seeds, resamples=300, seed=2, **sat.RISE)
+    assert interval.low in x and interval.high in x and interval.point.value in x
