@@ -97,7 +97,8 @@ class Robustness:
         if verdict.outcome == UNTESTABLE or self.robust or self.checked == 0:
             return Verdict(verdict.outcome, verdict.sentence, rule, evidence)
         words = words or {}
-        lead = f"{subject} is untestable at this budget" if subject else "Untestable at this budget"
+        lead = f"{subject} is untestable at this budget" if subject else "untestable at this budget"
+        end = "." if verdict.sentence.endswith(".") else ""   # the prose around a glued clause has its own stop
         sentence = (f"{lead}: all the data point to {words.get(self.outcome, self.outcome)}, but the answer does not "
-                    f"survive one perturbation ({self.flip_text(words)}).")
+                    f"survive one perturbation ({self.flip_text(words)}){end}")
         return Verdict(UNTESTABLE, sentence, rule, {**evidence, "undecided_outcome": self.outcome})

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import english, minilm, parameters
+from .. import english, minilm, parameters, robust, saturation, scaling
 from ..results import ChapterResult, Verdict
 from . import ch06_real_data as ch06
 from . import run_sweep
@@ -79,11 +79,12 @@ def minilm_sweep(P, progress: bool = True) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------ tables
 
 def smallest_within(r, loss, base: float, tolerance: float = TOLERANCE) -> float:
-    """The smallest r (ascending grid) whose loss is at most (1 + tolerance) * base; NaN when none is."""
-    r, loss = np.asarray(r, dtype=float), np.asarray(loss, dtype=float)
-    order = np.argsort(r)
-    ok = loss[order] <= (1 + tolerance) * base
-    return float(r[order][ok][0]) if ok.any() else math.nan
+    """The smallest r (any order) whose loss is at most (1 + tolerance) * base; NaN when none is. The book's one
+    saturation rule (`helpers.saturation`) with a known plateau: the reference is the uncompressed loss plus the
+    tolerance, read at the ranks tried (no interpolation)."""
+    point = saturation.saturation_point(r, -np.asarray(loss, dtype=float), reference=-(1 + tolerance) * base,
+                                        within=0.0, interpolate="none")
+    return point.value
 
 
 def compression_curves(comp: pd.DataFrame) -> pd.DataFrame:
@@ -102,16 +103,6 @@ def reference_loss(part: pd.DataFrame) -> pd.Series:
     return part.base_loss
 
 
-def untried_below(grid, r: float) -> float:
-    """The smallest r the answer `r` (found on the ascending `grid`) could really be: one above the grid point just
-    below it (the fine-tuned grid 1, 2, 4, 16 leaves 5 .. 15 untried, so an answer of 16 means 5 to 16); `r` itself
-    when the grid has no gap there, NaN when `r` is NaN."""
-    if not np.isfinite(r):
-        return math.nan
-    below = [g for g in grid if g < r]
-    return float(max(below) + 1) if below else float(r)
-
-
 def smallest_r_table(comp: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
     """Per (domain, n, stage): the smallest r within `tolerance` of the uncompressed loss (seed means), the smallest
     value it could take on a grid with gaps (`r_low`, see `untried_below`), the range of the per-seed values, and the
@@ -125,7 +116,7 @@ def smallest_r_table(comp: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.Dat
         per_seed = [smallest_within(g.r, g.test_loss, float(g.reference.iloc[0]), tolerance)
                     for _, g in part.groupby("seed")]
         rows.append({"domain": domain, "n": int(n), "stage": stage, "smallest_r": r_mean,
-                     "r_low": untried_below(sorted(means.index), r_mean),
+                     "r_low": saturation.lowest_possible(sorted(means.index), r_mean),
                      "seed_low": float(np.nanmin(per_seed)) if np.isfinite(per_seed).any() else math.nan,
                      "seed_high": float(np.nanmax(per_seed)) if np.isfinite(per_seed).any() else math.nan,
                      "base_loss": base, "loss_at_r": float(means.get(r_mean, math.nan)) if np.isfinite(r_mean) else math.nan,
@@ -136,16 +127,32 @@ def smallest_r_table(comp: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.Dat
 def scratch_comparison(comp: pd.DataFrame, models: pd.DataFrame, z: float = Z) -> pd.DataFrame:
     """Per (domain, n, r) of the fine-tuned grid: the fine-tuned truncated loss against the chapter-06 model
     trained from scratch at d_qk = r (means, standard errors over seeds, the steps each used, and the outcome of
-    `better_outcome`)."""
+    `better_outcome`).
+
+    Fair to the compressed model: the short fine-tuning restarts the learning rate, which by itself changes the loss
+    of the uncompressed full-rank control (per seed); that change is taken off the compressed
+    model's loss of the same seed (`compressed_loss`), so neither side is credited or charged for the restart.
+    `compressed_loss_raw` keeps the fine-tuned loss as measured."""
     tuned = comp[comp.stage == "finetuned"]
     rows = []
-    for (domain, n, r), part in tuned.groupby(["domain", "n", "r"], sort=False):
+    for (domain, n), setting in tuned.groupby(["domain", "n"], sort=False):
+        control = setting[setting.r == setting.r.max()].set_index("seed")
+        change = control.test_loss - control.base_loss                      # the restart's own effect, per seed
+        setting = setting.assign(adjusted=setting.test_loss - setting.seed.map(change).fillna(0.0))
+        rows += _scratch_rows(domain, n, setting, models, z)
+    return pd.DataFrame(rows)
+
+
+def _scratch_rows(domain, n, setting: pd.DataFrame, models: pd.DataFrame, z: float) -> list[dict]:
+    rows = []
+    for r, part in setting.groupby("r", sort=False):
         scratch = models[(models.domain == domain) & (models.n == n) & (models.d_head == r) & models.valid]
         wide = models[(models.domain == domain) & (models.n == n) & (models.d_head == models.d_head.max()) & models.valid]
         if scratch.empty:
             continue
-        a, b = part.test_loss.to_numpy(float), scratch.test_loss.to_numpy(float)
+        a, b = part.adjusted.to_numpy(float), scratch.test_loss.to_numpy(float)
         row = {"domain": domain, "n": int(n), "r": int(r), "compressed_loss": a.mean(), "scratch_loss": b.mean(),
+               "compressed_loss_raw": float(part.test_loss.mean()),
                "compressed_se": a.std(ddof=1) / math.sqrt(a.size) if a.size > 1 else math.nan,
                "scratch_se": b.std(ddof=1) / math.sqrt(b.size) if b.size > 1 else math.nan,
                "compressed_steps": float(wide.stop_step.mean()) + float(part.steps.iloc[0]),
@@ -153,7 +160,7 @@ def scratch_comparison(comp: pd.DataFrame, models: pd.DataFrame, z: float = Z) -
         row["outcome"] = better_outcome(row["compressed_loss"], row["compressed_se"], row["scratch_loss"],
                                         row["scratch_se"], row["seeds"], z)
         rows.append(row)
-    return pd.DataFrame(rows)
+    return rows
 
 
 def better_outcome(a: float, a_se: float, b: float, b_se: float, seeds: int, z: float = Z,
@@ -170,27 +177,114 @@ def better_outcome(a: float, a_se: float, b: float, b_se: float, seeds: int, z: 
     return "indistinguishable"
 
 
-def scaling_fits(smallest: pd.DataFrame) -> dict:
-    """Least-squares c for r = c log n and r = c sqrt(n), with their root mean squared residuals, within the one
-    domain that has the most distinct n (a scaling in n is read inside a domain: across domains the task changes with
-    n); and whether the data can tell the forms apart (at least 3 distinct n and residuals differing by more than a
-    factor 2)."""
-    part = smallest[np.isfinite(smallest.smallest_r)]
-    domain = None
-    if "domain" in part and len(part):
-        counts = part.groupby("domain").n.agg(["nunique", "size"]).sort_values(["nunique", "size"], ascending=False)
-        domain = str(counts.index[0])
-        part = part[part.domain == domain]
-    out = {"points": int(len(part)), "distinct_n": int(part.n.nunique()), "domain": domain}
-    for name, f in (("log", np.log), ("sqrt", np.sqrt)):
-        x = f(part.n.to_numpy(float))
-        y = part.smallest_r.to_numpy(float)
-        c = float((x @ y) / (x @ x)) if len(part) else math.nan
-        out[f"c_{name}"] = c
-        out[f"rmse_{name}"] = float(np.sqrt(np.mean((y - c * x) ** 2))) if len(part) else math.nan
-    lo, hi = sorted([out["rmse_log"], out["rmse_sqrt"]])
-    out["decides"] = bool(out["distinct_n"] >= 3 and np.isfinite(hi) and hi > 2 * max(lo, 1e-9))
-    return out
+BOOTSTRAP = 1000
+GROWTH_WORDS = {"log": "growth of order log n or slower", "sqrt": "growth like the square root of n",
+                "linear": "growth like n", "untestable": "no decided growth"}
+
+
+def scaling_domain(smallest: pd.DataFrame) -> tuple[str | None, pd.DataFrame]:
+    """The domain with the most distinct n among the truncated rows of the settings that meet their bars, and its
+    rows (a scaling in n is read inside a domain: across domains the task changes with n)."""
+    part = smallest[(smallest.stage == "truncated") & smallest.included & np.isfinite(smallest.smallest_r)]
+    if part.empty:
+        return None, part
+    counts = part.groupby("domain").n.agg(["nunique", "size"]).sort_values(["nunique", "size"], ascending=False)
+    domain = str(counts.index[0])
+    return domain, part[part.domain == domain].sort_values("n")
+
+
+def seed_tables(comp: pd.DataFrame, domain: str, ns) -> list[np.ndarray]:
+    """Per n, the truncated test losses as a `(ranks + 1, seeds)` array: one row per kept rank r (ascending), and a
+    last row with each seed's uncompressed loss, so that a resample keeps a seed's curve and its reference together."""
+    tables = []
+    for n in ns:
+        part = comp[(comp.stage == "truncated") & (comp.domain == domain) & (comp.n == n)]
+        losses = part.pivot_table(index="r", columns="seed", values="test_loss").sort_index()
+        base = part.groupby("seed").base_loss.first().reindex(losses.columns)
+        tables.append(np.vstack([losses.to_numpy(float), base.to_numpy(float)[None, :]]))
+    return tables
+
+
+def _smallest_of(ranks):
+    """The statistic for `scaling.resample_models`: the smallest r of a seed-mean curve whose last entry is the
+    reference (the full width when none is within the tolerance, which truncation at full rank never misses)."""
+    def statistic(curve):
+        r = smallest_within(ranks, curve[:-1], curve[-1])
+        return r if np.isfinite(r) else float(max(ranks))
+    return statistic
+
+
+def growth_fit(ns, tables, ranks, replicates: int, seed: int) -> tuple[np.ndarray, scaling.BootstrapForms]:
+    """The smallest r per n (seed means) and the bootstrap fits of `helpers.scaling` over resampled seeds."""
+    statistic = _smallest_of(ranks)
+    ys = np.array([statistic(np.nanmean(t, axis=1)) for t in tables])
+    reps = scaling.resample_models(tables, statistic, replicates, seed)
+    return ys, scaling.bootstrap_forms(np.asarray(ns, float), ys, reps)
+
+
+def scaling_check(comp: pd.DataFrame, smallest: pd.DataFrame, d_max: int, replicates: int = BOOTSTRAP,
+                  seed: int = 0) -> tuple[dict, Verdict]:
+    """How the smallest r within the tolerance (no fine-tuning) grows with n, within one domain: the forms of
+    `helpers.scaling` fitted with a bootstrap over seeds, the growth class (`scaling.growth_outcome`), and the
+    robustness check (`helpers.robust`: each seed left out, each n's smallest r moved by one rank). Untestable with
+    fewer than 3 distinct n, when a smallest r is the full width (censored: the grid cannot show more), when the
+    forms cannot be told apart, or when a perturbation changes the answer. Returns (the fit as JSON-able data, the
+    verdict)."""
+    domain, part = scaling_domain(smallest)
+    rule = (f"within one domain, the smallest r within {100 * TOLERANCE:g} % (no fine-tuning) at 3 or more n, none "
+            "of them the full width, fitted with the forms of helpers.scaling and a bootstrap over seeds; decided "
+            "only when no seed left out and no smallest r moved by one rank changes the answer")
+    fit = {"domain": domain, "n": [int(n) for n in part.n], "smallest_r": [float(r) for r in part.smallest_r]}
+    where = f" in {domain}" if domain else ""
+    if part.empty:
+        return fit, Verdict("untestable", "untestable at this budget: no setting that meets its bars has a smallest r "
+                            "to fit", rule, fit)
+    if part.n.nunique() < scaling.MIN_POINTS:
+        sentence = (f"untestable at this budget: the settings that meet their bars give "
+                    f"{english.plural(part.n.nunique(), 'value')} of n{where}, and a growth law needs at least "
+                    f"{scaling.MIN_POINTS} within one domain")
+        return fit, Verdict("untestable", sentence, rule, fit)
+    ns = [int(n) for n in part.n]
+    capped = [n for n, r in zip(ns, part.smallest_r) if r >= d_max]
+    if capped:
+        sentence = (f"untestable at this budget: the smallest r{where} is the full width {d_max} at n = "
+                    f"{english.join([str(n) for n in capped])}, so the grid cannot show how much more it would need "
+                    f"(smallest r {english.join([english.number(r) for r in part.smallest_r])} at n = "
+                    f"{english.join([str(n) for n in ns])})")
+        return fit, Verdict("untestable", sentence, rule, fit)
+    ranks = sorted(comp[comp.stage == "truncated"].r.unique())
+    ys, boot = growth_fit(ns, seed_tables(comp, domain, ns), ranks, replicates, seed)
+    outcome = scaling.growth_outcome(boot)
+    fit.update(best=boot.best, indistinguishable=list(boot.indistinguishable),
+               forms={f: boot.point[f].coefficients for f in scaling.FORMS},
+               loss={f: boot.point[f].loss for f in scaling.FORMS}, flat_slope=scaling.slope_is_flat(boot))
+    values = (f"smallest r {english.join([english.number(r) for r in ys])} at n = {english.join([str(n) for n in ns])}"
+              f"{where}")
+    if outcome == "untestable":
+        sentence = (f"untestable at this budget: {values}; the forms that fit as well as the best "
+                    f"({english.join([scaling.FORM_LABELS[f] for f in boot.indistinguishable])}) include both a "
+                    "logarithm and a power law")
+    else:
+        flat = "; its slope is not distinguishable from 0 (a constant fits as well)" if fit["flat_slope"] else ""
+        sentence = f"{GROWTH_WORDS[outcome]}: {values}{flat}"
+    verdict = Verdict(outcome, sentence, rule, fit)
+    if outcome == "untestable":
+        return fit, verdict
+    perturbed = []
+    seeds = sorted(comp[comp.stage == "truncated"].seed.unique())
+    if len(seeds) >= 2:
+        for label, s in robust.leave_one_out(seeds):
+            rest = comp[comp.seed != s]
+            perturbed.append((label, scaling.growth_outcome(
+                growth_fit(ns, seed_tables(rest, domain, ns), ranks, replicates, seed)[1])))
+    reps = scaling.resample_models(seed_tables(comp, domain, ns), _smallest_of(ranks), replicates, seed)
+    for label, moved in robust.grid_steps({f"n = {n}": y for n, y in zip(ns, ys)}, ranks, name="smallest r"):
+        shifted = reps + (np.array(list(moved.values())) - ys)[None, :]     # the replicates move with the point
+        perturbed.append((label, scaling.growth_outcome(scaling.bootstrap_forms(
+            np.asarray(ns, float), np.array(list(moved.values())), shifted))))
+    verdict = robust.Robustness.of(outcome, perturbed).apply(verdict, words=GROWTH_WORDS)
+    fit["robustness"] = verdict.evidence["robustness"]
+    return fit, verdict
 
 
 # ------------------------------------------------------------------------------------------------ verdict rules
@@ -274,10 +368,9 @@ def analyse(P) -> ChapterResult:
     scratch = scratch_comparison(comp, models)
     included = {(r.domain, r.n) for _, r in q.iterrows() if r.included}
     smallest["included"] = [(r.domain, r.n) in included for _, r in smallest.iterrows()]
-    fits = {stage: scaling_fits(smallest[(smallest.stage == stage) & smallest.included])
-            for stage in ("truncated", "finetuned")}
+    fit, growth = scaling_check(comp, smallest, max(P.D_QK), seed=P.SEED)
     result.frames.update(compression_rows=comp, compression_curves=curves, smallest_r=smallest,
-                         scratch=scratch, quality=q, scaling_fits=fits,
+                         scratch=scratch, quality=q, scaling_fit=fit,
                          scratch_models=models[["domain", "n", "d_head", "seed", "test_loss", "stop_step", "valid"]])
     result.data.update(models=models, curves=curves)
     d_max = max(P.D_QK)
@@ -303,31 +396,9 @@ def analyse(P) -> ChapterResult:
     compared = scratch[[(r.domain, r.n) in included and r.r < d_max for _, r in scratch.iterrows()]] if len(scratch) \
         else scratch
     result.verdict("ch7_scratch", scratch_verdict(compared))
-    result.verdict("ch7_scaling", scaling_verdict(fits["truncated"]))
+    result.verdict("ch7_scaling", growth)
     _minilm(P, result)
     return result.done()
-
-
-def scaling_verdict(fit: dict) -> Verdict:
-    """Which of r = c log n and r = c sqrt(n) fits the smallest r better, or "untestable at this budget"."""
-    if fit["points"] == 0:
-        sentence = "untestable at this budget: no setting that meets its bars has a smallest r to fit"
-        outcome = "untestable"
-    elif not fit["decides"]:
-        where = f" of {fit['domain']}" if fit.get("domain") else ""
-        sentence = (f"untestable at this budget: {english.plural(fit['points'], 'setting')}{where} at "
-                    f"{english.plural(fit['distinct_n'], 'distinct value')} of n cannot tell c·log n from c·√n (root mean "
-                    f"squared residuals {english.number(fit['rmse_log'], 2)} and {english.number(fit['rmse_sqrt'], 2)}; "
-                    f"a form is fitted within one domain and needs at least 3 values of n)")
-        outcome = "untestable"
-    else:
-        best = "log" if fit["rmse_log"] < fit["rmse_sqrt"] else "sqrt"
-        sentence = (f"{'within ' + fit['domain'] + ', ' if fit.get('domain') else ''}c·log n fits with root mean squared residual {english.number(fit['rmse_log'], 2)}, c·√n with "
-                    f"{english.number(fit['rmse_sqrt'], 2)}: the {'logarithmic' if best == 'log' else 'square-root'} "
-                    f"form fits better")
-        outcome = best
-    return Verdict(outcome, sentence, rule="decides within one domain, with at least 3 distinct n and residuals differing by a factor 2",
-                   evidence=fit)
 
 
 def r_cell(row) -> str:

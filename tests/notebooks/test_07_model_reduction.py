@@ -95,6 +95,33 @@ def test_rule_verdict_rests_on_included_settings(metrics):
     assert rule["evidence"]["settings"] == included
     if included == 0:
         assert rule["outcome"] == "untestable"
+    else:
+        ok = rule["evidence"]["rank1_ok"]
+        assert rule["outcome"] == ("supported" if ok == included else "withdrawn")
+
+
+def test_scaling_verdict_follows_its_rule(metrics):
+    values = metrics["values"]
+    fit, verdict = values["scaling_fit"], values["ch7_scaling"]
+    d_max = max(r["r"] for r in values["compression_rows"])
+    if len(set(fit["n"])) < 3 or any(r >= d_max for r in fit["smallest_r"]):
+        assert verdict["outcome"] == "untestable" and "untestable at this budget" in verdict["sentence"]
+        return
+    assert verdict["outcome"] in {"log", "sqrt", "linear", "untestable"}
+    if fit["robustness"]["flips"]:
+        assert verdict["outcome"] == "untestable"
+
+
+def test_the_scratch_comparison_credits_back_the_controls_fine_tuning(metrics):
+    rows = metrics["values"]["compression_rows"]
+    for c in metrics["values"]["scratch"]:
+        tuned = [r for r in rows if r["stage"] == "finetuned" and r["domain"] == c["domain"] and r["n"] == c["n"]]
+        top = max(r["r"] for r in tuned)
+        change = {r["seed"]: r["test_loss"] - r["base_loss"] for r in tuned if r["r"] == top}
+        at_r = [r for r in tuned if r["r"] == c["r"]]
+        expected = float(np.mean([r["test_loss"] - change[r["seed"]] for r in at_r]))
+        assert c["compressed_loss"] == pytest.approx(expected, rel=1e-9)
+        assert c["compressed_loss_raw"] == pytest.approx(float(np.mean([r["test_loss"] for r in at_r])), rel=1e-9)
 
 
 def test_minilm_fine_tuning_is_recorded_with_its_budget(metrics):
@@ -105,4 +132,4 @@ def test_minilm_fine_tuning_is_recorded_with_its_budget(metrics):
         assert r["steps"] == metrics["values"]["ch7_minilm_ft_steps"] >= 1
         if int(r["r"]) in comp:   # the truncated float32 copy starts where the float64 truncation is
             assert r["cosine_before"] == pytest.approx(comp[int(r["r"])], abs=1e-4)
-        assert -1 <= r["cosine_after"] <= 1
+        assert -1 <= r["cosine_after"] <= 1 and r["cosine_after"] != r["cosine_before"], "the fine-tuning ran"

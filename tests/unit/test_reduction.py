@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from helpers import saturation
 from helpers.experiments import ch07_model_reduction as ch
 from helpers.experiments import ch07_model_reduction_points as pts
 from helpers.models import ModelConfig, build_model
@@ -129,8 +130,8 @@ def test_an_answer_above_a_grid_gap_is_a_range():
     grid = [1, 2, 4, 16]
     for answer in grid:
         below = [g for g in range(1, answer) if g in grid]
-        assert ch.untried_below(grid, answer) == (below[-1] + 1 if below else answer)
-    assert math.isnan(ch.untried_below(grid, math.nan))
+        assert saturation.lowest_possible(grid, answer) == (below[-1] + 1 if below else answer)
+    assert math.isnan(saturation.lowest_possible(grid, math.nan))
 
 
 def test_chapter_table_and_summary_read_from_the_smallest_r_table():
@@ -152,33 +153,70 @@ def test_better_outcome(a, b, seeds, outcome):
     assert ch.better_outcome(a, 0.02, b, 0.02, seeds) == outcome
 
 
-def test_scaling_fits_recover_c_and_decide_only_with_three_n():
-    n = np.array([16, 64, 256, 1024])
-    frame = pd.DataFrame({"n": n, "smallest_r": 2.0 * np.log(n)})
-    fit = ch.scaling_fits(frame)
-    assert fit["c_log"] == pytest.approx(2.0) and fit["rmse_log"] == pytest.approx(0, abs=1e-9)
-    assert fit["decides"] and ch.scaling_verdict(fit).outcome == "log"
-    assert not ch.scaling_fits(frame.iloc[:2])["decides"]
-    assert ch.scaling_verdict(ch.scaling_fits(frame.iloc[:2])).outcome == "untestable"
+def _growth_comp(targets: dict, domain="shakespeare", d_max=16, seeds=3, late_seed=None):
+    """Truncated rows whose smallest r within 1 % is targets[n] for every seed (or, for `late_seed` (seed, n, r),
+    r for that one seed at that n)."""
+    rows = []
+    for n, target in targets.items():
+        for s in range(seeds):
+            need = late_seed[2] if late_seed and (s, n) == late_seed[:2] else target
+            for r in range(1, d_max + 1):
+                rows.append({"domain": domain, "n": n, "stage": "truncated", "seed": s, "r": r,
+                             "test_loss": 1.0 if r >= need else 1.2, "base_loss": 1.0, "test_accuracy": 0.5, "steps": 0})
+    return pd.DataFrame(rows)
 
 
-def test_scaling_verdict_without_points_says_so_in_words():
-    fit = ch.scaling_fits(pd.DataFrame({"domain": [], "n": [], "smallest_r": []}))
-    verdict = ch.scaling_verdict(fit)
-    assert verdict.outcome == "untestable" and "n/a" not in verdict.sentence and "0 settings" not in verdict.sentence
+def _growth(comp, d_max=16):
+    smallest = ch.smallest_r_table(comp).assign(included=True)
+    return ch.scaling_check(comp, smallest, d_max, replicates=200)
+
+
+def test_a_clear_logarithm_is_decided_and_survives_every_perturbation():
+    comp = _growth_comp({16: 4, 64: 6, 256: 8, 1024: 10})           # r = log2 n exactly, seeds agree
+    fit, verdict = _growth(comp)
+    assert verdict.outcome == "log", verdict.sentence
+    assert fit["smallest_r"] == [4.0, 6.0, 8.0, 10.0] and fit["best"] == "log"
+    assert fit["forms"]["log"]["b"] == pytest.approx(1 / math.log(2), rel=1e-9)   # d = log2(n) = ln(n) / ln 2
+    assert verdict.evidence["robustness"]["flips"] == [] and verdict.evidence["robustness"]["perturbations"] == 3 + 8
+    assert verdict.sentence.startswith("growth of order log n or slower: smallest r 4, 6, 8 and 10 at n = 16")
+
+
+def test_too_few_n_a_censored_width_and_one_seed_make_it_untestable():
+    two = _growth(_growth_comp({32: 11, 64: 13}))[1]
+    assert two.outcome == "untestable" and "at least 3 within one domain" in two.sentence
+    capped = _growth(_growth_comp({32: 11, 64: 13, 128: 16}))[1]
+    assert capped.outcome == "untestable" and "is the full width 16 at n = 128" in capped.sentence
+    # seed 2 alone needs r = 24 at n = 1024 (the seed mean is within 1 % only where every seed is): 4, 6, 10, 24
+    # fits c sqrt(n) best, 4, 6, 10, 10 without seed 2 a logarithm; the verdict must not pick either
+    late = _growth_comp({16: 4, 64: 6, 256: 10, 1024: 10}, d_max=32, late_seed=(2, 1024, 24))
+    fit, flipped = _growth(late, d_max=32)
+    assert fit["smallest_r"] == [4.0, 6.0, 10.0, 24.0] and fit["best"] == "sqrt"
+    assert flipped.outcome == "untestable", flipped.sentence
+    assert _growth(late[late.seed != 2], d_max=32)[1].outcome == "log"
 
 
 def test_scaling_is_fitted_within_one_domain():
     """Two domains with two n each do not make three distinct n: across domains the task changes with n."""
-    frame = pd.DataFrame({"domain": ["mnist", "text", "text", "text"], "n": [16, 64, 128, 128],
-                          "smallest_r": [8.0, 13.0, 14.0, 15.0]})
-    fit = ch.scaling_fits(frame)
-    assert fit["domain"] == "text" and fit["distinct_n"] == 2 and fit["points"] == 3 and not fit["decides"]
-    assert ch.scaling_verdict(fit).outcome == "untestable" and "of text" in ch.scaling_verdict(fit).sentence
-    three = pd.concat([frame, pd.DataFrame({"domain": ["text"], "n": [256], "smallest_r": [2 * np.log(256)]})])
-    three.loc[three.domain == "text", "smallest_r"] = 2 * np.log(three[three.domain == "text"].n)
-    fit = ch.scaling_fits(three)
-    assert fit["domain"] == "text" and fit["decides"] and fit["c_log"] == pytest.approx(2.0)
+    comp = pd.concat([_growth_comp({16: 8}, domain="mnist"), _growth_comp({64: 4, 128: 5})], ignore_index=True)
+    fit, verdict = _growth(comp)
+    assert fit["domain"] == "shakespeare" and verdict.outcome == "untestable" and "2 values of n in shakespeare" \
+        in verdict.sentence
+
+
+def test_the_scratch_comparison_takes_the_restarts_own_effect_off_the_compressed_loss():
+    # the fine-tuning raises the full-rank control from 1.0 to 1.1 for every seed; the truncated r = 4 ends at 1.15
+    rows = []
+    for s in range(3):
+        for r, loss in ((4, 1.15 + 0.01 * s), (16, 1.1 + 0.01 * s)):
+            rows.append({"domain": "bbc", "n": 64, "stage": "finetuned", "seed": s, "r": r, "test_loss": loss,
+                         "base_loss": 1.0 + 0.01 * s, "test_accuracy": 0.5, "steps": 100})
+    models = pd.DataFrame([{"domain": "bbc", "n": 64, "d_head": d, "seed": s, "test_loss": loss + 0.01 * s,
+                            "stop_step": 2000, "valid": True} for s in range(3) for d, loss in ((4, 1.08), (16, 1.0))])
+    table = ch.scratch_comparison(pd.DataFrame(rows), models).set_index("r")
+    assert table.loc[4, "compressed_loss_raw"] == pytest.approx(1.16)
+    assert table.loc[4, "compressed_loss"] == pytest.approx(1.16 - 0.1), "the control's 0.1 nats are taken off"
+    assert table.loc[4, "outcome"] == "compressed"   # 1.06 against 1.08 from scratch; raw, 1.16 would lose
+    assert table.loc[16, "compressed_loss"] == pytest.approx(table.loc[16, "scratch_loss"])
 
 
 def test_rule_verdict_outcomes():
