@@ -5,6 +5,9 @@ import math
 import pytest
 
 from helpers import theory
+from helpers.experiments import ch03_saturation as chapter
+
+pytestmark = pytest.mark.notebooks
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +55,8 @@ def test_knees_grow_with_n_and_fits_are_recorded(metrics):
     for n, knee in series:
         predicted = theory.norm_critical_dh(n, 1 - metrics["params"]["LOOSE"])
         # the norm-bias model has no fitted parameter; quick mode measured 1.23 to 1.41 x its prediction, so a
-        # factor-2 error in either the knee or the model falls outside this band
-        assert 0.7 < knee / predicted < 1.8, (n, knee, predicted)
+        # factor-2 error in either the knee or the model (0.62 to 0.71, or 2.5 to 2.8) falls outside this band
+        assert 0.95 < knee / predicted < 1.8, (n, knee, predicted)
     fits = [f for f in metrics["values"]["knee_fits"] if f["series"] == "hardmax, gaussian keys"]
     forms = {f["form"] for f in fits}
     assert {"a + b log n", "a + b (log n)^2", "c n^alpha"} <= forms
@@ -66,7 +69,13 @@ def test_knees_grow_with_n_and_fits_are_recorded(metrics):
 
 def test_verdict_and_mechanism_numbers_are_glued(metrics):
     v = metrics["values"]
-    assert v["ch3_verdict_loose"]["outcome"] in {"faster", "log"}
-    assert "log n" in v["ch3_verdict_loose"]["sentence"]
+    # the verdict recomputed from the recorded fits by the chapter's rule: best form by RMS log error and the trend
+    fits = [f for f in v["knee_fits"] if f["series"] == "hardmax, gaussian keys" and f["definition"] == "loose"]
+    trend = next(f["a"] for f in fits if f["form"] == "slope trend")
+    judged = [f for f in fits if f["form"] in chapter.FIT_FORMS and f["rms_log"] is not None]
+    best = min(judged, key=lambda f: f["rms_log"])["form"]
+    faster = best != chapter.LOG_FORM or (trend is not None and trend > chapter.TREND_FASTER)
+    assert v["ch3_verdict_loose"]["outcome"] == ("faster" if faster else "log")
+    assert v["ch3_verdict_loose"]["evidence"]["best_form"] == best
     assert v["ch3_hull_bound_ok"]["outcome"] == "holds"
     assert v["ch3_loose_vs_hull"] > 1.5, "the knee is well above what the hull mechanism needs"
