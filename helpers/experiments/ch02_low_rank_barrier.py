@@ -182,6 +182,19 @@ def _equivalence(P, result) -> None:
     result.verdict("ch2_eq_verdict", equivalence_verdict(n, diff, se, ks_p))
 
 
+def barrier_verdict(consistent: int, points: int) -> Verdict:
+    """The paper's barrier in its own setting (hardmax, orthonormal inputs, Gaussian W_q, W_k): "holds" when every
+    (n, d_h) point's 95 % interval reaches down to the exact bound B(n), "fails" otherwise, "untestable" without
+    points."""
+    rule = "every orthonormal-input point's 95 % interval over trials reaches down to the exact bound B(n)"
+    if points == 0:
+        return Verdict("untestable", "no orthonormal-input points in this run", rule, {"points": 0})
+    sentence = (f"{english.count_of(consistent, points, '(n, d_h) point')} of orthonormal inputs have a 95 % interval "
+                "reaching down to the exact bound B(n)")
+    return Verdict("holds" if consistent == points else "fails", sentence, rule,
+                   {"consistent": consistent, "points": points})
+
+
 def _barrier(P, result) -> None:
     configs = [{"model": "uniform", "n": n, "d_head": 0, "trials": UNIFORM_TRIALS_FACTOR * P.TRIALS}
                for n in P.N_VALUES]
@@ -200,6 +213,8 @@ def _barrier(P, result) -> None:
     result.frames["mc_rank_over_n_vs_bound"] = summary[["model", "n", "d_head", "rank_over_n", "ci_low_over_n",
                                                         "ci_high_over_n", "bound_over_n"]].rename(
         columns={"rank_over_n": "mc_rank_over_n"})
+    ortho = summary[summary.model == "orthonormal"]
+    result.verdict("ch2_barrier_verdict", barrier_verdict(int((ortho.ci_low <= ortho.bound).sum()), len(ortho)))
     inside = int(((uniform.ci_low <= uniform.bound) & (uniform.bound <= uniform.ci_high)).sum())
     result.quote("ch2_uniform_inside", inside, "d")
     result.quote("ch2_n_count", len(P.N_VALUES), "d")

@@ -343,9 +343,10 @@ def robust_verdict(task: str, frame: pd.DataFrame, cells: pd.DataFrame, boots: d
 
 
 def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every head of a converged model whose hardmax or numerical rank exceeds CEILING n (one row per head)."""
+    """Every head of a model that counts (`counted`) whose hardmax or numerical rank exceeds CEILING n (one row per
+    head)."""
     rows = []
-    for model in frame[frame.converged].itertuples(index=False):
+    for model in counted(frame).itertuples(index=False):
         for head, (hard, numerical) in enumerate(zip(model.hardmax_rank, model.numerical_rank)):
             if hard > CEILING * model.n or numerical > CEILING * model.n:
                 rows.append({"task": model.task, "n": model.n, "d_qk": model.d_qk, "model_seed": model.model_seed,
@@ -471,7 +472,7 @@ def lr_text(tasks) -> str:
 
 def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> None:
     """Quote every number the chapter's prose pastes."""
-    converged = frame[frame.converged]
+    converged = counted(frame)   # every model that trained to the end counts, here as in the curves
     q = result.quote
     q("ch5_models", len(frame), "d")
     q("ch5_converged", int(frame.converged.sum()), "d")
@@ -516,6 +517,48 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
         q(f"ch5_{task}_cells", len(part), "d")
         q(f"ch5_{task}_excluded_reasons", excluded_text(cells, task))
         q(f"ch5_{task}_top_accuracy_min", float(part.top_accuracy.min()), ".3f")
+
+
+def ceiling_verdict(above: pd.DataFrame, cells: pd.DataFrame, heads: int) -> Verdict:
+    """Do trained heads stay under the 0.63 n ceiling (hardmax rank)? "below" when no head is above it,
+    "pattern_forced" when every head above it is in a cell whose solving pattern itself has rank above it (solving
+    the task requires it), "above" when some head above it is on a task whose pattern stays below."""
+    rule = f"hardmax rank of every head of the models that count against {CEILING:.3f} n"
+    over = above[above.hardmax_over_n > CEILING]
+    needs = {(c.task, c.n) for c in cells.itertuples() if c.pattern_hardmax_rank > CEILING * c.n}
+    forced = [h for h in over.itertuples() if (h.task, h.n) in needs]
+    evidence = {"heads": heads, "above": len(over), "forced": len(forced)}
+    if heads == 0:
+        return Verdict("untestable", "no trained head was measured", rule, evidence)
+    sentence = f"{count_of(len(over), heads, 'trained head')} above {CEILING:.2f} n by the hardmax rank"
+    if over.empty:
+        return Verdict("below", sentence, rule, evidence)
+    if len(forced) == len(over):
+        tasks = join(sorted({h.task for h in forced}))
+        return Verdict("pattern_forced", sentence + f", all on tasks whose solving pattern itself has rank above it "
+                       f"({tasks})", rule, evidence)
+    return Verdict("above", sentence + f", {len(over) - len(forced)} of them on tasks whose pattern stays below it",
+                   rule, evidence)
+
+
+def permutation_verdict(above: pd.DataFrame, cells: pd.DataFrame) -> Verdict:
+    """Does training find heads above the ceiling when the task is a permutation? Over the usable cells (quality bar
+    met) of tasks whose solving pattern has hardmax rank above CEILING n: "breaks" when a head there is above the
+    ceiling, "holds" when none is, "untestable" without such a cell."""
+    rule = f"a head above {CEILING:.3f} n by the hardmax rank in a cell that meets its quality bar"
+    usable = {(c.task, c.n) for c in cells.itertuples() if c.usable and c.pattern_hardmax_rank > CEILING * c.n}
+    if not usable:
+        return Verdict("untestable", "no permutation task meets its quality bar", rule, {"cells": 0})
+    inside = np.array([(h.task, h.n) in usable for h in above.itertuples()], dtype=bool)
+    over = above[inside & (above.hardmax_over_n > CEILING).to_numpy()] if len(above) else above
+    tasks = sorted({t for t, _ in usable})
+    sentence = (f"{plural(len(over), 'head')} above {CEILING:.2f} n by the hardmax rank in the "
+                f"{plural(len(usable), 'cell')} of {join(tasks)} that meet the quality bar")
+    if len(over):
+        sentence += (f", at d_qk from {int(over.d_qk.min())} to {int(over.d_qk.max())}, up to "
+                     f"{over.hardmax_over_n.max():.2f} n")
+    return Verdict("breaks" if len(over) else "holds", sentence, rule,
+                   {"cells": len(usable), "heads_above": len(over)})
 
 
 def fits_table(fits: dict) -> pd.DataFrame:
@@ -597,6 +640,9 @@ def judge(P, frame: pd.DataFrame, recipe: Recipe | None = None, replicates: int 
         verdicts[task] = result.verdict(f"ch5_{task}_verdict",
                                         robust_verdict(task, frame, cells, boots, first, P, replicates))
     above = heads_above_ceiling(frame)
+    heads = int(sum(len(v) for v in counted(frame).hardmax_rank))
+    result.verdict("ch5_ceiling_verdict", ceiling_verdict(above, cells, heads))
+    result.verdict("ch5_permutation_verdict", permutation_verdict(above, cells))
     table = fits_table(fits)
     result.data.update(models=frame, cells=cells, fits=fits, fits_table=table, above=above)
     result.frames.update(
@@ -660,12 +706,12 @@ def fits_view(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def above_view(above: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
-    """Table 5.4: one row per (task, n) with converged models: how many of their heads end above the 0.63 n
+    """Table 5.4: one row per (task, n) with models that count: how many of their heads end above the 0.63 n
     ceiling (by either measure), the d_qk those heads have, and the smallest hardmax and numerical rank / n among
     them (NaN when no head is above)."""
-    converged = models[models.converged]
+    converged = counted(models)
     if converged.empty:
-        return pd.DataFrame({"heads above 0.63 n": ["no converged model"]}).set_index("heads above 0.63 n") \
+        return pd.DataFrame({"heads above 0.63 n": ["no trained model"]}).set_index("heads above 0.63 n") \
             .rename_axis(index=None)
     rows = []
     for (task, n), part in converged.groupby(["task", "n"]):

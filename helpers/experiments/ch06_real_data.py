@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import english, executors, parameters, robust, saturation, theory
+from .. import counterexamples as cx, english, executors, parameters, robust, saturation, theory
 from ..results import ChapterResult, Verdict
 from . import run_stacked_sweep, run_sweep, stack_configs
 from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
@@ -391,6 +391,32 @@ def saturation_summary(sat: pd.DataFrame, q: pd.DataFrame) -> str:
     return (f"In the {english.plural(len(kept), 'setting')} that meet their bars, " + "; ".join(clauses))
 
 
+def barrier_reference(domain: str, n: int) -> float:
+    """The rank / n a random head of the same kind reaches: (n + 1) / 2n for a causal language model (each row's
+    argmax among the keys it sees; chapter 08), B(n) / n, about 1 - 1/e, for a bidirectional image model."""
+    if domain_kind(domain) == "lm":
+        return cx.expected_causal_hardmax_rank(n) / n
+    return theory.expected_hardmax_rank(n) / n
+
+
+def barrier_verdict(at_max: pd.DataFrame) -> Verdict:
+    """Do trained heads stay under the barrier of their kind? Per setting that meets its bars (`at_max`: domain, n,
+    hardmax_over_n at the largest d_qk), the hardmax rank / n against `barrier_reference`: "holds" when every
+    setting is below, "fails" when none is, "some" otherwise, "untestable" without a setting."""
+    rule = ("hardmax rank / n at the largest d_qk, seed mean, against a random head of the same kind: (n + 1) / 2n "
+            "under a causal mask, B(n) / n without")
+    rows = [(r.domain, int(r.n), float(r.hardmax_over_n), barrier_reference(r.domain, int(r.n)))
+            for r in at_max.itertuples()]
+    if not rows:
+        return Verdict("untestable", "no setting meets its quality bars", rule, {"settings": 0})
+    below = [r for r in rows if r[2] < r[3]]
+    parts = english.join([f"{english.number(v, 2)} n against {english.number(ref, 3)} n ({setting_name(d, n)})"
+                          for d, n, v, ref in rows])
+    sentence = f"{english.count_of(len(below), len(rows), 'setting')} below the reference of its kind: {parts}"
+    outcome = "holds" if len(below) == len(rows) else "fails" if not below else "some"
+    return Verdict(outcome, sentence, rule, {"settings": len(rows), "below": len(below)})
+
+
 def loss_drop_text(models: pd.DataFrame, q: pd.DataFrame) -> str:
     """How much there is to saturate: the drop of the seed-mean test loss from the smallest to the largest d_qk, in %
     of the loss at the smallest, over the settings that meet their bars ("from 1.7 to 9 %")."""
@@ -726,7 +752,8 @@ def _saturation_quotes(P, q, sat, at_max, result, models, resamples) -> None:
     inc = at_max.merge(q[["domain", "n", "included"]], on=["domain", "n"])
     inc = inc[inc.included]
     below = int((inc["hardmax_over_n"] < theory.BARRIER_FRACTION).sum())
-    result.quote("ch6_barrier_count", f"{below} of {len(inc)}")      # settings that meet their bars (claims ledger)
+    result.quote("ch6_barrier_count", f"{below} of {len(inc)}")      # settings that meet their bars
+    result.verdict("ch6_barrier_verdict", barrier_verdict(inc))
     result.quote("ch6_hardmax_frac_max", float(inc["hardmax_over_n"].max()) if len(inc) else math.nan, ".2f")
     for label in RANK_LABELS:
         key = "hardmax" if label == "hardmax" else "numerical"

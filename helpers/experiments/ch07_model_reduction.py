@@ -397,8 +397,38 @@ def analyse(P) -> ChapterResult:
         else scratch
     result.verdict("ch7_scratch", scratch_verdict(compared))
     result.verdict("ch7_scaling", growth)
-    _minilm(P, result)
+    minilm_r99 = _minilm(P, result)
+    result.verdict("ch7_redundancy", redundancy_verdict(smallest, minilm_r99, P.MINILM_TOKENS))
     return result.done()
+
+
+MINILM_COSINE = 0.99   # MiniLM's output counts as kept when its mean cosine to the uncut model is at least this
+
+
+def log_budget(n: int) -> int:
+    """The paper's critical head dimension read with constant 1: ceil(log2 n) dimensions."""
+    return math.ceil(math.log2(n))
+
+
+def redundancy_verdict(smallest: pd.DataFrame, minilm_r99: float, minilm_tokens: int) -> Verdict:
+    """The paper's redundancy claim: head dimension beyond about log n can be removed. Per trained setting that meets
+    its bars, the smallest r within the tolerance without fine-tuning, and for MiniLM the smallest r keeping the
+    output's cosine at MINILM_COSINE, against `log_budget(n)`: "holds" when every one fits in it, "fails" when none
+    does, "some" otherwise."""
+    rule = (f"the smallest kept rank (loss within {100 * TOLERANCE:g} % without fine-tuning; MiniLM: output cosine at "
+            f"least {MINILM_COSINE:g}) is at most ceil(log2 n)")
+    rows = smallest[(smallest.stage == "truncated") & smallest.included]
+    cases = [(f"{r.domain} at n = {r.n}", float(r.smallest_r), log_budget(int(r.n))) for r in rows.itertuples()]
+    if np.isfinite(minilm_r99):
+        cases.append((f"all-MiniLM-L6-v2 at n = {minilm_tokens}", float(minilm_r99), log_budget(minilm_tokens)))
+    if not cases:
+        return Verdict("untestable", "untestable at this budget: no model to compress", rule, {"cases": 0})
+    fits = [c for c in cases if np.isfinite(c[1]) and c[1] <= c[2]]
+    parts = english.join([f"{english.number(r)} against {b} ({name})" for name, r, b in cases])
+    sentence = (f"{english.count_of(len(fits), len(cases), 'model')} can be cut to about log n dimensions: the smallest "
+                f"kept rank is {parts}")
+    outcome = "holds" if len(fits) == len(cases) else "fails" if not fits else "some"
+    return Verdict(outcome, sentence, rule, {"cases": len(cases), "within_log_n": len(fits)})
 
 
 def r_cell(row) -> str:
@@ -442,10 +472,11 @@ def _minilm(P, result) -> None:
     for r in (1, 4, 8, 16):
         if r in set(comp.r):
             result.quote(f"ch7_minilm_cos_r{r}", float(comp[comp.r == r].cosine_mean.iloc[0]), ".3f")
-    within = comp[comp.cosine_mean >= 0.99]
+    within = comp[comp.cosine_mean >= MINILM_COSINE]
     result.quote("ch7_minilm_r99", english.number(float(within.r.min())) if len(within) else "none on the grid")
     result.quote("ch7_energy_pct", 100 * ENERGY, ".0f")
     for col in ("energy_rank_logits", "energy_rank_weights", "hardmax", "numerical@1e-03", "weights_rank"):
         key = col.replace("@1e-03", "")
         result.quote(f"ch7_minilm_{key}_median", float(heads[col].median()), digits=3)
         result.quote(f"ch7_minilm_{key}_span", english.span(float(heads[col].min()), float(heads[col].max()), 3))
+    return float(within.r.min()) if len(within) else math.nan

@@ -40,7 +40,7 @@ TRAINED_COLUMNS = {"accuracy": "test accuracy", "heads": "heads", "breaking": "h
 # ------------------------------------------------------------------------------------------------ verdict rules
 CLOSED_RTOL = 1e-3      # a measured rank matches its closed form within 1e-3 (relative and absolute)
 BREAK_SDS = 3.0         # a head breaks the barrier above E[rank] + 3 standard errors of a mean of i.i.d. draws
-SOLVED = 0.9            # a task counts as learned at this mean test accuracy (the claims ledger's bar too)
+SOLVED = 0.9            # a task counts as learned at this mean test accuracy
 COLLAPSED = 1e-3        # token states count as collapsed below this relative residual
 KEPT = 0.1              # ... and as kept apart above this one
 
@@ -59,6 +59,29 @@ def closed_form_verdict(ranks, forms, rtol: float = CLOSED_RTOL) -> Verdict:
     return Verdict("match" if total and matches == total else "mismatch", sentence,
                    rule=f"a rank matches its closed form when |rank - form| <= {rtol:g} (1 + |form|)",
                    evidence={"entries": total, "matching": matches, "rtol": rtol})
+
+
+def general_barrier_verdict(hardmax_ranks: dict, barrier: float, n: int) -> Verdict:
+    """Does the barrier bind heads in general? `hardmax_ranks`: {head name: hardmax rank} of constructed heads.
+    One head above the barrier refutes it ("fails"); otherwise "holds"."""
+    above = [name for name, r in hardmax_ranks.items() if r > barrier]
+    ranks = english.join([f"{english.number(r)} ({name} head)" for name, r in hardmax_ranks.items()])
+    sentence = f"hardmax rank {ranks} at n = {n}, against the barrier {english.number(barrier, 3)}"
+    if above:
+        sentence += (f"; the {english.join(above)} {'heads are' if len(above) > 1 else 'head is'} above it, so the "
+                     "barrier is a statement about random heads")
+    return Verdict("fails" if above else "holds", sentence, rule="one constructed head above the barrier refutes it",
+                   evidence={"ranks": hardmax_ranks, "barrier": barrier, "n": n})
+
+
+def causal_verdict(exact_rank: float, hardmax_rank: float, n: int) -> Verdict:
+    """A random causal head: "full_rank" when its numerical rank at 1e-8 is n (lower triangular with a positive
+    diagonal), "not_full" otherwise."""
+    sentence = (f"numerical rank {english.number(exact_rank)} of n = {n} at tolerance {english.number(1e-8, power=True)}, "
+                f"hardmax rank {english.number(hardmax_rank)}")
+    return Verdict("full_rank" if exact_rank == n else "not_full", sentence,
+                   rule="the numerical rank at relative tolerance 1e-8 equals n",
+                   evidence={"numerical_rank": exact_rank, "hardmax_rank": hardmax_rank, "n": n})
 
 
 def bounds_verdict(share: float) -> Verdict:
@@ -85,8 +108,17 @@ def breaking_threshold(n: int, examples: int, sds: float = BREAK_SDS) -> float:
     return theory.expected_hardmax_rank(n) + sds * math.sqrt(theory.hardmax_rank_variance(n) / examples)
 
 
-def trained_verdict(breaking_by_task: dict[str, int], heads: int) -> Verdict:
-    """How many trained heads break the barrier, and on which tasks (`breaking_by_task`: task -> breaking heads)."""
+def trained_verdict(breaking_by_task: dict[str, int], heads: int, accuracy_by_task: dict | None = None) -> Verdict:
+    """How many trained heads break the barrier, and on which tasks (`breaking_by_task`: task -> breaking heads).
+    With `accuracy_by_task`, only the tasks whose models learned (mean test accuracy at least SOLVED) count, and the
+    verdict is "untestable" when none did."""
+    if accuracy_by_task is not None:
+        learned = {t for t, a in accuracy_by_task.items() if a >= SOLVED}
+        if not learned:
+            return Verdict("untestable", f"untestable at this budget: no task's models reached a test accuracy of "
+                           f"{english.percent(SOLVED)}", rule=f"only tasks learned to {SOLVED:g} accuracy count",
+                           evidence={"heads": heads, "learned": 0})
+        breaking_by_task = {t: k for t, k in breaking_by_task.items() if t in learned}
     total = int(sum(breaking_by_task.values()))
     tasks = [task for task, k in breaking_by_task.items() if k > 0]
     if total == 0:
@@ -200,6 +232,11 @@ def _counterexamples(P, result) -> None:
     result.data["ranks_table"] = ranks
     closed = examples.dropna(subset=["closed_form"])
     result.verdict("ch8_closed_match", closed_form_verdict(closed["rank"], closed["closed_form"]))
+    barrier = theory.expected_hardmax_rank(P.N)
+    result.verdict("ch8_barrier_general", general_barrier_verdict(
+        {HEAD_NAMES[e]: float(ranks.loc[e, "hardmax"]) for e in ("identity", "previous_token")}, barrier, P.N))
+    result.verdict("ch8_causal_full_rank", causal_verdict(float(ranks.loc["causal_random", NUM8]),
+                                                          float(ranks.loc["causal_random", "hardmax"]), P.N))
     for example, short in SHORT.items():
         for measure, tag in TAGS.items():
             result.quote(f"ch8_{short}_{tag}", float(ranks.loc[example, measure]), ".1f" if tag in ("eff", "st") else ".0f")
@@ -308,7 +345,7 @@ def _trained(P, result) -> None:
     result.frames["trained_summary"] = per_task.reset_index()
     result.data["trained_table"] = per_task
     result.verdict("ch8_trained_breaks", trained_verdict(per_task.breaking.astype(int).to_dict(),
-                                                         int(per_task.heads.sum())))
+                                                         int(per_task.heads.sum()), per_task.accuracy.to_dict()))
     result.quote("ch8_tasks", english.join(P.TASKS))
     result.quote("ch8_train_steps", P.TRAIN_STEPS, "d")
     result.quote("ch8_train_models", len(P.TASKS) * len(seeds), "d")

@@ -109,3 +109,14 @@ def test_familywise_threshold_rejects_no_comparisons():
     assert chapter.familywise_z(1) == pytest.approx(norm.isf(0.05))
     with pytest.raises(ValueError):
         chapter.familywise_z(0)
+
+
+def test_barrier_verdict_counts_points_against_the_bound(result):
+    summary = result.frames["summary"]
+    ortho = summary[summary.model == "orthonormal"]
+    verdict = result.verdicts["ch2_barrier_verdict"]
+    consistent = int((ortho.ci_low <= ortho.bound).sum())
+    assert verdict.evidence == {"consistent": consistent, "points": len(ortho)}
+    assert verdict.outcome == ("holds" if consistent == len(ortho) else "fails")
+    assert chapter.barrier_verdict(3, 4).outcome == "fails" and chapter.barrier_verdict(4, 4).outcome == "holds"
+    assert chapter.barrier_verdict(0, 0).outcome == "untestable"

@@ -211,11 +211,12 @@ def test_the_ceiling_table_has_one_row_per_cell_with_the_smallest_rank_of_the_he
     frame = rows("copy", {16: 4, 64: 6})
     frame["hardmax_rank"] = [[{8: 0.7, 9: 0.8}.get(d, 0.2) * n] for n, d in zip(frame.n, frame.d_qk)]
     frame["numerical_rank"] = [[0.9 * n] if d == 9 else [0.3 * n] for n, d in zip(frame.n, frame.d_qk)]
-    frame.loc[(frame.n == 64) & (frame.d_qk == 9) & (frame.model_seed == 0), "converged"] = False
+    frame.loc[(frame.n == 64) & (frame.d_qk == 9) & (frame.model_seed == 0), "converged"] = False   # still counts
+    frame.loc[(frame.n == 64) & (frame.d_qk == 9) & (frame.model_seed == 1), "diverged"] = True      # does not
     result = judged(frame)
     view = chapter.above_view(result.data["above"], result.data["models"])
     assert list(view.index) == [("copy", "n\u00a0=\u00a016"), ("copy", "n\u00a0=\u00a064")]
-    heads = {16: len(GRID) * 3, 64: len(GRID) * 3 - 1}        # one head per model; one model did not converge
+    heads = {16: len(GRID) * 3, 64: len(GRID) * 3 - 1}        # one head per model; one model diverged
     for n in (16, 64):
         row = view.loc[("copy", f"n\u00a0=\u00a0{n}")]
         assert row["heads above 0.63 n"] == f"{6 if n == 16 else 5} of {heads[n]}"
@@ -335,3 +336,19 @@ def test_fresh_seed_text_counts_models_at_or_above_the_bar_that_converged():
     # by hand: high_rank passes seeds 0 and 1; copy passes seeds 0 and 2 (seed 1 did not converge)
     assert text == ("high_rank: 2 of 3 models converged at or above the bar (test accuracy 0.998, 1 and 0.941); "
                     "copy: 2 of 3 models converged at or above the bar (test accuracy 1, 0.995 and 0.99)")
+
+
+def test_ceiling_and_permutation_verdicts_read_the_heads_and_the_patterns():
+    frame = rows("copy", {16: 4, 64: 6})
+    assert verdict_of(judged(frame), "ceiling").outcome == "below"
+    frame["hardmax_rank"] = [[0.7 * n] if d == 9 else [0.2 * n] for n, d in zip(frame.n, frame.d_qk)]
+    result = judged(frame)
+    ceiling = result.verdicts["ch5_ceiling_verdict"]
+    assert ceiling.outcome == "above" and ceiling.evidence["above"] == 6   # copy's pattern stays below 0.63 n
+    assert result.verdicts["ch5_permutation_verdict"].outcome == "untestable"   # copy is no permutation
+    perm = rows("reversal", {16: 4, 64: 6}).assign(
+        hardmax_rank=lambda f: [[1.0 * n] if d == 2 else [0.2 * n] for n, d in zip(f.n, f.d_qk)])
+    result = chapter.judge(params(TASKS=["reversal"], N_VALUES=[16, 64]), perm, replicates=20)
+    assert result.verdicts["ch5_ceiling_verdict"].outcome == "pattern_forced"
+    breaks = result.verdicts["ch5_permutation_verdict"]
+    assert breaks.outcome == "breaks" and breaks.evidence["heads_above"] == 6 and "d_qk from 2 to 2" in breaks.sentence

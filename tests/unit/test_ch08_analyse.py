@@ -111,3 +111,19 @@ def test_collapse_verdict():
     assert chapter.collapse_verdict(1e-12, 0.01).outcome == "collapses"
     assert chapter.collapse_verdict(0.2, 0.5).outcome == "no_collapse"
     assert "e-" not in chapter.collapse_verdict(3.7e-7, 0.5).sentence, "no e-notation in prose"
+
+
+def test_trained_verdict_counts_only_tasks_that_were_learned():
+    gated = chapter.trained_verdict({"reversal": 3, "copy": 1}, 16, {"reversal": 0.5, "copy": 0.95})
+    assert gated.outcome == "breaks" and gated.evidence["breaking"] == 1, "reversal did not learn: its heads do not count"
+    none = chapter.trained_verdict({"reversal": 3}, 8, {"reversal": 0.5})
+    assert none.outcome == "untestable" and "untestable at this budget" in none.sentence
+
+
+def test_general_barrier_and_causal_verdicts():
+    holds = chapter.general_barrier_verdict({"identity": 30.0, "previous-token": 35.0}, 40.6, 64)
+    assert holds.outcome == "holds"
+    refuted = chapter.general_barrier_verdict({"identity": 64.0, "previous-token": 35.0}, 40.6, 64)
+    assert refuted.outcome == "fails" and "identity head is above it" in refuted.sentence
+    assert chapter.causal_verdict(64.0, 32.0, 64).outcome == "full_rank"
+    assert chapter.causal_verdict(63.0, 32.0, 64).outcome == "not_full"
