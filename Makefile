@@ -1,13 +1,14 @@
 # make book   build the whole book (MODE=full by default; MODE=quick for a preview)
 # make pdf    the whole book as one PDF (needs chromium)
 # make test   unit tests, every notebook in quick mode, the strict build and browser checks
+# make check-full   the full-mode tier on the last full build's metrics
 MODE ?= full
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup book pdf test lab bench budget clean
+.PHONY: setup book pdf test check-full lab bench budget clean
 
 setup: $(STAMP)
 
@@ -29,6 +30,10 @@ pdf: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# make check-full   what the chapters promise, checked on the metrics of the last full `make book` (skipped without one)
+check-full: setup
+	$(BIN)/python -m pytest tests/full -p no:cacheprovider -rs
 
 lab: setup
 	$(BIN)/jupyter lab nbs/
