@@ -112,8 +112,10 @@ RULES: tuple[Rule, ...] = (
            {"log": HOLDS, "faster": FAILS}, "fig-ch3-knees"),
     _book("A first-principles predictor gives the expected hardmax rank of random heads over the whole grid of $n$ "
           "and $d_h$.",
-          "hardmax rank of random heads with Gaussian or unit-sphere keys; Monte Carlo on a held-out grid of $n$ and $d_h$",
-          (("03b_predicting_rank", "ch3b_accuracy_gaussian"), ("03b_predicting_rank", "ch3b_accuracy_sphere")),
+          "hardmax rank of random heads with Gaussian or unit-sphere keys; Monte Carlo on held-out $n$, and on head "
+          "dimensions off the grid for Gaussian keys; accuracy goal in rank$/n$",
+          (("03b_predicting_rank", "ch3b_accuracy_gaussian"), ("03b_predicting_rank", "ch3b_accuracy_sphere"),
+           ("03b_predicting_rank", "ch3b_accuracy_heldout_dh")),
           {"meets": HOLDS, "misses": FAILS}, "fig-3b-heatmap"),
     _book("With keys on the unit sphere (QK-normalised heads) the saturation point does not grow with $n$.",
           "hardmax rank of random heads with unit-sphere keys; knee at the loosest level, smallest against largest $n$",

@@ -153,6 +153,30 @@ def accuracy_verdict(errors: pd.DataFrame, goal: float, family: str) -> Verdict:
                    {"max_error": worst, "n": n, "d_head": d, "points": len(errors), "goal": goal})
 
 
+NOISE_Z = 3.0           # a point further than this many standard errors from its Monte Carlo value is no noise
+NOISE_SHARE = 0.01      # pure noise puts 0.27 % of points beyond 3 standard errors; above 1 % the errors are systematic
+
+
+def noise_verdict(errors: pd.DataFrame, family: str) -> Verdict:
+    """Are the predictor's errors Monte Carlo noise? "systematic" when more than NOISE_SHARE of the points (and at
+    least 2) lie further than NOISE_Z standard errors from their Monte Carlo value, else "noise". `errors` has
+    columns n, d_head, error, se."""
+    z = (errors["error"] / errors["se"]).abs()
+    beyond = int((z > NOISE_Z).sum())
+    i = z.idxmax()
+    expected = len(errors) * 2 * (1 - 0.5 * (1 + math.erf(NOISE_Z / math.sqrt(2))))
+    systematic = beyond >= 2 and beyond > NOISE_SHARE * len(errors)
+    sentence = (f"for {family} keys {beyond} of the {len(errors)} points lie more than {number(NOISE_Z)} standard "
+                f"errors from their Monte Carlo value, where Monte Carlo noise alone would put about "
+                f"{number(expected, 1)}; the largest deviation is {number(float(z.max()), 2)} standard errors, at "
+                f"n = {int(errors.loc[i, 'n'])} and head dimension {int(errors.loc[i, 'd_head'])}: "
+                + ("the predictor's errors are systematic, a bias of the approximation and not noise" if systematic
+                   else "the errors are consistent with Monte Carlo noise"))
+    return Verdict("systematic" if systematic else "noise", sentence,
+                   f"systematic when more than {100 * NOISE_SHARE:g} % of the points lie beyond {NOISE_Z:g} standard errors",
+                   {"beyond": beyond, "points": len(errors), "expected": expected, "largest_z": float(z.max())})
+
+
 def flat_knee_verdict(knees: pd.DataFrame, ratio_max: float = FLAT_RATIO) -> Verdict:
     """"flat" when the knee at the largest n is below ratio_max times the knee at the smallest n, else "grows";
     "undetermined" with fewer than two knees. `knees` has columns n, knee for one key family and one eps."""
@@ -198,6 +222,7 @@ DEFAULTS = {  # (quick, full)
     "BOOTSTRAP": (50, 200),
 }
 IDENTITY_CASES = ([(64, 2), (64, 8), (256, 4)], [(64, 2), (64, 8), (256, 4), (256, 32), (1024, 16)])
+HELDOUT_D = ([3, 12], [3, 6, 12, 24, 48, 96])   # head dimensions off the power-of-two grid (Gaussian keys)
 CRIT_N = ([16, 256, 4096], [16 * 4**k for k in range(8)])  # plus CRIT_N_MAX
 
 
@@ -208,6 +233,7 @@ def resolve(P):
     parameters.require(not set(P.CALIB_N_VALUES) & set(P.N_VALUES), "CALIB_N_VALUES", P.CALIB_N_VALUES,
                        f"n values that are not on the held-out grid N_VALUES = {P.N_VALUES}")
     P["IDENTITY_CASES"] = parameters.by_mode(P.MODE, *IDENTITY_CASES)
+    P["HELDOUT_D"] = parameters.by_mode(P.MODE, *HELDOUT_D)
     P["CRIT_N"] = sorted({n for n in parameters.by_mode(P.MODE, *CRIT_N) if n < P.CRIT_N_MAX} | {P.CRIT_N_MAX})
     return P
 
@@ -243,6 +269,10 @@ def analyse(P) -> ChapterResult:
     preds, seconds = _predict_grid(grid, [bridge])
     grid["predicted"] = preds[bridge]
     grid["error"] = grid["predicted"] - grid["mc"]
+    # head dimensions that neither the calibration nor the reported grid used
+    heldout, _ = grid_mc("ch3b_heldout_dh", P.N_VALUES, P.HELDOUT_D, ["gaussian"], P.TRIALS, P.SEED + 2)
+    heldout["predicted"] = _predict_grid(heldout, [bridge])[0][bridge]
+    heldout["error"] = heldout["predicted"] - heldout["mc"]
     # the identity for fixed keys
     identity = run_sweep("ch3b_identity", identity_point,
                          [{"n": n, "d_head": d, "keys": k, "queries": P.IDENTITY_QUERIES,
@@ -265,7 +295,8 @@ def analyse(P) -> ChapterResult:
     critical["asymptotic"] = critical.kappa / (2 * (math.e - 1) * critical.eps)
     sphere_critical = pd.DataFrame([{"eps": eps, "n": int(n), "d_star": theory.critical_head_dim(int(n), eps, "sphere")}
                                     for eps in P.EPS_VALUES for n in P.CRIT_N])
-    result.frames.update(grid=grid.drop(columns=["sd"]), calibration=calibration, identity=identity,
+    result.frames.update(grid=grid.drop(columns=["sd"]), heldout_dh=heldout.drop(columns=["sd"]),
+                         calibration=calibration, identity=identity,
                          sphere_d2=sphere_d2, knees=knees, sphere_knees=knees[knees["keys"] == "sphere"],
                          knee_fits=fits, critical_dh=critical, sphere_critical_dh=sphere_critical, kappa=kappa)
     _verdicts(P, result, bridge)
@@ -283,6 +314,10 @@ def _verdicts(P, result, bridge) -> None:
     result.verdict("ch3b_identity_verdict", identity_verdict(f["identity"]))
     for family, name in (("gaussian", "Gaussian"), ("sphere", "unit-sphere")):
         result.verdict(f"ch3b_accuracy_{family}", accuracy_verdict(f["grid"][f["grid"]["keys"] == family], P.GOAL, name))
+        result.verdict(f"ch3b_noise_{family}", noise_verdict(f["grid"][f["grid"]["keys"] == family], name))
+    result.verdict("ch3b_accuracy_heldout_dh", accuracy_verdict(f["heldout_dh"], P.GOAL,
+                                                                "Gaussian (head dimensions off the grid)"))
+    result.quote("ch3b_heldout_d", join([str(d) for d in P.HELDOUT_D]))
     knees = f["knees"]
     result.verdict("ch3b_sphere_flat_verdict",
                    flat_knee_verdict(knees[(knees["keys"] == "sphere") & (knees.eps == P.EPS_VALUES[0])]))

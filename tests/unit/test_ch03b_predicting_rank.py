@@ -128,16 +128,33 @@ def test_analyse_at_tiny_sizes(tmp_path, monkeypatch):
     monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
     P = parameters.Params(MODE="quick", SEED=0, N_VALUES=[16, 32], D_HEADS=[1, 2, 8, 64], CALIB_N_VALUES=[24], TRIALS=16,
                           IDENTITY_CASES=[(32, 2)], IDENTITY_QUERIES=8192, IDENTITY_REPLICATES=50,
-                          EPS_VALUES=[0.1, 0.05], BOOTSTRAP=10, CRIT_N=[16, 1000], GOAL=0.02)
+                          EPS_VALUES=[0.1, 0.05], BOOTSTRAP=10, CRIT_N=[16, 1000], GOAL=0.02, HELDOUT_D=[3])
     result = chapter.analyse(P)
     grid = result.frames["grid"]
     assert len(grid) == 2 * 2 * 4 and grid.error.notna().all()
     assert result.quotes["ch3b_bridge"].value in {number(b) for b in chapter.BRIDGE_CANDIDATES} | {"∞"}
     assert set(result.verdicts) == {"ch3b_identity_verdict", "ch3b_accuracy_gaussian", "ch3b_accuracy_sphere",
-                                    "ch3b_sphere_flat_verdict", "ch3b_growth_verdict"}
+                                    "ch3b_sphere_flat_verdict", "ch3b_growth_verdict", "ch3b_noise_gaussian",
+                                    "ch3b_noise_sphere", "ch3b_accuracy_heldout_dh"}
+    heldout = result.frames["heldout_dh"]
+    assert set(heldout.d_head) == {3} and not set(heldout.d_head) & set(P.D_HEADS), "off the reported grid"
+    assert result.verdicts["ch3b_accuracy_heldout_dh"].evidence["points"] == 2
     crit = result.frames["critical_dh"].set_index(["eps", "n"]).d_star
     assert crit[0.05, 1000] > crit[0.1, 1000] > crit[0.1, 16]
     assert (result.frames["sphere_critical_dh"].d_star < 20).all()
     source = (book.paths.NBS_DIR / "03b_predicting_rank.ipynb").read_text()
     pasted = set(re.findall(r"\{glue:text\}`([^`]+)`", source))
     assert pasted == set(result.quotes) | set(result.verdicts), "every glue name the prose pastes is produced"
+
+
+def test_noise_verdict_tells_systematic_errors_from_monte_carlo_noise():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    se = np.full(200, 0.01)
+    noise = pd.DataFrame({"n": 64, "d_head": 4, "error": rng.normal(0, 0.01, 200), "se": se})
+    assert chapter.noise_verdict(noise, "Gaussian").outcome == "noise"
+    biased = noise.assign(error=noise.error + np.where(np.arange(200) < 20, 0.07, 0.0))   # 20 points 7 SE off
+    verdict = chapter.noise_verdict(biased, "Gaussian")
+    assert verdict.outcome == "systematic" and verdict.evidence["beyond"] >= 19
+    assert "where Monte Carlo noise alone would put about 0.5" in verdict.sentence
