@@ -33,6 +33,9 @@ FORM_LABELS = {"log": "a + b ln n", "log2": "a + b (ln n)^2", "sqrt": "c sqrt(n)
                "power": "c n^alpha"}
 LOG_FORMS = ("log", "log2")
 POWER_MAX = 2.0    # the power law's exponent is searched in [0, POWER_MAX]
+LOSSES = ("squared", "log")   # mean squared error in y, or of log(y / fit): a relative error, for knees spanning decades
+# How chapters 03 and 03b name the forms they fit to knees with the log loss (their recorded metrics use these).
+KNEE_LABELS = {"log": "a + b log n", "log2": "a + b (log n)^2", "power": "c n^alpha"}
 MIN_POINTS = 3  # a two-coefficient form needs a third point before its loss says anything
 CI = 0.95
 
@@ -83,9 +86,14 @@ def _check_points(n, y) -> tuple[np.ndarray, np.ndarray]:
     return n, y
 
 
-def fit_form(form: str, n, y) -> FormFit:
-    """Least-squares fit of one form to the points (n, y), in closed form."""
+def fit_form(form: str, n, y, loss: str = "squared") -> FormFit:
+    """Least-squares fit of one form to the points (n, y): `loss` "squared" (mean squared error in y, closed form
+    but for the power law's exponent) or "log" (mean squared log(y / fit), for positive y)."""
     n, y = _check_points(n, y)
+    if loss not in LOSSES:
+        raise ArgumentError("loss", loss, f"one of {list(LOSSES)}")
+    if loss == "log":
+        return _fit_log_loss(form, n, y)
     if form == "power":
         return _fit_power(n, y)
     x = _feature(form, n)
@@ -122,9 +130,36 @@ def _fit_power(n: np.ndarray, y: np.ndarray) -> FormFit:
     return FormFit("power", {"c": _through_origin(n ** alpha, y), "alpha": alpha}, loss(alpha))
 
 
-def fit_forms(n, y) -> dict[str, FormFit]:
-    """Every form of FORMS fitted to (n, y)."""
-    return {form: fit_form(form, n, y) for form in FORMS}
+def _fit_log_loss(form: str, n: np.ndarray, y: np.ndarray) -> FormFit:
+    """The form minimising mean(log(y / fit)^2): closed form for c n^alpha (a line in log-log) and for c x (the mean
+    log ratio), nonlinear least squares for a + b x started from the squared-loss fit."""
+    from scipy.optimize import least_squares
+
+    if not np.all(y > 0):
+        raise ArgumentError("y", y.tolist(), 'positive values for loss="log"')
+    log_y = np.log(y)
+    if form == "power":
+        alpha, log_c = np.polyfit(np.log(n), log_y, 1)
+        coefficients = {"c": float(math.exp(log_c)), "alpha": float(alpha)}
+    elif form in LOG_FORMS:
+        x = _feature(form, n)
+        b0, a0 = np.polyfit(x, y, 1)
+
+        def residual(p):
+            return np.log(np.maximum(p[0] + p[1] * x, 1e-9)) - log_y
+        start = [a0 if np.all(a0 + b0 * x > 0) else y.min(), max(b0, 1e-6)]
+        a, b = least_squares(residual, start).x
+        coefficients = {"a": float(a), "b": float(b)}
+    else:
+        coefficients = {"c": float(np.exp(np.mean(log_y - np.log(_feature(form, n)))))}
+    fit = FormFit(form, coefficients, 0.0)
+    loss = float(np.mean((np.log(np.maximum(fit.predict(n), 1e-12)) - log_y) ** 2))
+    return FormFit(form, coefficients, loss)
+
+
+def fit_forms(n, y, loss: str = "squared", forms=FORMS) -> dict[str, FormFit]:
+    """Each of `forms` fitted to (n, y) with one `loss` (see `fit_form`)."""
+    return {form: fit_form(form, n, y, loss) for form in forms}
 
 
 @dataclass(frozen=True)
@@ -234,3 +269,24 @@ def slope_is_flat(boot: BootstrapForms) -> bool:
         return False
     low, high = boot.coefficient_ci[boot.best]["b"]
     return low <= 0 <= high
+
+
+def knee_fits(n_values, knees) -> list[dict]:
+    """Chapters 03 and 03b: the knee forms (KNEE_LABELS) fitted with the log loss to the positive, finite knees,
+    one row each: form (its label), points, a and b (for c n^alpha: c and alpha), r2 (on the knee itself) and
+    rms_log (the root of the loss); None everywhere with fewer than MIN_POINTS knees."""
+    n, y = np.asarray(n_values, dtype=float), np.asarray(knees, dtype=float)
+    ok = np.isfinite(y) & (y > 0)
+    n, y = n[ok], y[ok]
+    if n.size < MIN_POINTS:
+        return [{"form": label, "points": int(n.size), "a": None, "b": None, "r2": None, "rms_log": None}
+                for label in KNEE_LABELS.values()]
+    rows = []
+    for form, fit in fit_forms(n, y, loss="log", forms=tuple(KNEE_LABELS)).items():
+        c = fit.coefficients
+        a, b = (c["c"], c["alpha"]) if form == "power" else (c["a"], c["b"])
+        resid = y - fit.predict(n)
+        r2 = 1.0 - float(np.sum(resid ** 2) / np.sum((y - y.mean()) ** 2))
+        rows.append({"form": KNEE_LABELS[form], "points": int(n.size), "a": a, "b": b, "r2": r2,
+                     "rms_log": math.sqrt(fit.loss)})
+    return rows

@@ -10,13 +10,13 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import english, parameters, seeding, theory
+from .. import english, parameters, scaling, seeding, theory
 from ..results import ChapterResult, Verdict
 from ..saturation import bootstrap_saturation, saturation_point
 from . import run_sweep
 from .ch03_saturation_points import KEY_KINDS, hardmax_point, hull_point, softmax_point  # noqa: F401
 
-FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
+FIT_FORMS = tuple(scaling.KNEE_LABELS.values())   # the book's knee forms, named as the metrics record them
 FORM_WORDS = {"a + b log n": "linear in log n", "a + b (log n)^2": "quadratic in log n", "c n^alpha": "a power of n"}
 
 
@@ -54,36 +54,9 @@ def knees_from_trials(df, value: str, reference, levels: dict, bootstrap: int = 
 
 
 def fit_knee_scaling(n_values, knees) -> list[dict]:
-    """Least-squares fits of knee(n) against a + b log n, a + b (log n)^2 and c n^alpha.
-
-    Goodness of fit: R^2 on the knee itself, and the RMS of log(knee / fit) (a relative error). The
-    power law is fitted in log-log coordinates. Points with a NaN knee (beyond the grid) are left out.
-    """
-    n = np.asarray(n_values, dtype=float)
-    y = np.asarray(knees, dtype=float)
-    ok = np.isfinite(y) & (y > 0)
-    n, y = n[ok], y[ok]
-    results = []
-    if n.size < 3:
-        return [{"form": f, "points": int(n.size), "a": None, "b": None, "r2": None, "rms_log": None}
-                for f in FIT_FORMS]
-    ln = np.log(n)
-    for form in FIT_FORMS:
-        if form == "c n^alpha":
-            slope, intercept = np.polyfit(ln, np.log(y), 1)
-            pred = np.exp(intercept) * n**slope
-            a, b = float(np.exp(intercept)), float(slope)
-        else:
-            x = ln if form == "a + b log n" else ln**2
-            b, a = np.polyfit(x, y, 1)
-            pred = a + b * x
-            a, b = float(a), float(b)
-        resid = y - pred
-        r2 = 1.0 - np.sum(resid**2) / np.sum((y - y.mean()) ** 2)
-        rms_log = float(np.sqrt(np.mean(np.log(np.maximum(y, 1e-12) / np.maximum(pred, 1e-12)) ** 2))) \
-            if np.all(pred > 0) else float("inf")
-        results.append({"form": form, "points": int(n.size), "a": a, "b": b, "r2": float(r2), "rms_log": rms_log})
-    return results
+    """Fits of knee(n) against a + b log n, a + b (log n)^2 and c n^alpha: the book's one fit with the log loss
+    (`scaling.knee_fits`: R^2 on the knee itself and the RMS of log(knee / fit)); NaN knees are left out."""
+    return scaling.knee_fits(n_values, knees)
 
 
 def log_slope_trend(n_values, knees) -> float:

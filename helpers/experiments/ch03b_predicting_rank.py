@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import parameters, saturation, seeding, theory
+from .. import parameters, saturation, scaling, seeding, theory
 from ..english import join, number, span
 from ..hardmax_sampling import KEY_KINDS, hardmax_point
 from ..results import ChapterResult, Verdict
@@ -50,7 +50,7 @@ def grid_mc(name: str, n_values, d_values, keys_kinds, trials: int, seed: int) -
 # Knees (saturation points: the plateau as reference, level 1 - eps) and fits
 # ------------------------------------------------------------------------------------------------
 
-FIT_FORMS = ("a + b log n", "a + b (log n)^2", "c n^alpha")
+FIT_FORMS = tuple(scaling.KNEE_LABELS.values())
 FORM_WORDS = {"a + b log n": "a straight line in log n", "a + b (log n)^2": "a straight line in the square of log n",
               "c n^alpha": "a power of n"}  # how the sentences name the forms
 
@@ -74,33 +74,9 @@ def measured_knees(raw: pd.DataFrame, eps_values, bootstrap: int, seed: int) -> 
 
 
 def fit_forms(n_values, knees) -> list[dict]:
-    """Fit a + b log n, a + b (log n)^2 and c n^alpha to knee(n) with one loss for all: the RMS of log(knee / fit).
-
-    Nonlinear least squares on log(knee) (the linear forms must stay positive); NaN knees are left out.
-    """
-    from scipy.optimize import least_squares
-
-    n = np.asarray(n_values, dtype=float)
-    y = np.asarray(knees, dtype=float)
-    ok = np.isfinite(y) & (y > 0)
-    n, y = n[ok], y[ok]
-    out = []
-    for form in FIT_FORMS:
-        if n.size < 3:
-            out.append({"form": form, "points": int(n.size), "a": None, "b": None, "rms_log": None})
-            continue
-        x = np.log(n) if form != "a + b (log n)^2" else np.log(n) ** 2
-        if form == "c n^alpha":
-            b, log_c = np.polyfit(np.log(n), np.log(y), 1)  # exact minimiser of the log loss for this form
-            a, rms = math.exp(log_c), float(np.sqrt(np.mean((np.log(y) - log_c - b * np.log(n)) ** 2)))
-        else:
-            b0, a0 = np.polyfit(x, y, 1)
-            resid = lambda p: np.log(np.maximum(p[0] + p[1] * x, 1e-9)) - np.log(y)
-            sol = least_squares(resid, [a0 if np.all(a0 + b0 * x > 0) else y.min(), max(b0, 1e-6)])
-            a, b = sol.x
-            rms = float(np.sqrt(np.mean(resid(sol.x) ** 2)))
-        out.append({"form": form, "points": int(n.size), "a": float(a), "b": float(b), "rms_log": rms})
-    return out
+    """Fit a + b log n, a + b (log n)^2 and c n^alpha to knee(n) with one loss for all, the RMS of log(knee / fit):
+    the book's one fit (`scaling.knee_fits`); NaN knees are left out."""
+    return scaling.knee_fits(n_values, knees)
 
 
 def effective_exponent(n_values, d_values) -> float:
@@ -161,20 +137,22 @@ def noise_verdict(errors: pd.DataFrame, family: str) -> Verdict:
     """Are the predictor's errors Monte Carlo noise? "systematic" when more than NOISE_SHARE of the points (and at
     least 2) lie further than NOISE_Z standard errors from their Monte Carlo value, else "noise". `errors` has
     columns n, d_head, error, se."""
-    z = (errors["error"] / errors["se"]).abs()
+    spread = errors[errors["se"] > 0]      # a point whose heads all gave one rank has no standard error to use
+    z = (spread["error"] / spread["se"]).abs()
     beyond = int((z > NOISE_Z).sum())
     i = z.idxmax()
-    expected = len(errors) * 2 * (1 - 0.5 * (1 + math.erf(NOISE_Z / math.sqrt(2))))
-    systematic = beyond >= 2 and beyond > NOISE_SHARE * len(errors)
-    sentence = (f"for {family} keys {beyond} of the {len(errors)} points lie more than {number(NOISE_Z)} standard "
+    expected = len(spread) * 2 * (1 - 0.5 * (1 + math.erf(NOISE_Z / math.sqrt(2))))
+    systematic = beyond >= 2 and beyond > NOISE_SHARE * len(spread)
+    sentence = (f"for {family} keys {beyond} of the {len(spread)} points with a Monte Carlo spread "
+                f"{'lies' if beyond == 1 else 'lie'} more than {number(NOISE_Z)} standard "
                 f"errors from their Monte Carlo value, where Monte Carlo noise alone would put about "
                 f"{number(expected, 1)}; the largest deviation is {number(float(z.max()), 2)} standard errors, at "
-                f"n = {int(errors.loc[i, 'n'])} and head dimension {int(errors.loc[i, 'd_head'])}: "
+                f"n = {int(spread.loc[i, 'n'])} and head dimension {int(spread.loc[i, 'd_head'])}: "
                 + ("the predictor's errors are systematic, a bias of the approximation and not noise" if systematic
                    else "the errors are consistent with Monte Carlo noise"))
     return Verdict("systematic" if systematic else "noise", sentence,
                    f"systematic when more than {100 * NOISE_SHARE:g} % of the points lie beyond {NOISE_Z:g} standard errors",
-                   {"beyond": beyond, "points": len(errors), "expected": expected, "largest_z": float(z.max())})
+                   {"beyond": beyond, "points": len(spread), "expected": expected, "largest_z": float(z.max())})
 
 
 def flat_knee_verdict(knees: pd.DataFrame, ratio_max: float = FLAT_RATIO) -> Verdict:
