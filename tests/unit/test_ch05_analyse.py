@@ -264,7 +264,7 @@ def test_the_notebook_pastes_only_what_analyse_quotes():
 
     P = resolved_params(chapter, **{**params(TASKS=["copy", "reversal", "high_rank"]), "SCHEDULER": None})
     frame = pd.concat([rows(task, {16: 4, 64: 6, 256: 8}) for task in P["TASKS"]], ignore_index=True)
-    fresh = frame[frame.d_qk == frame.d_qk.max()]
+    fresh = frame[frame.d_qk == frame.d_qk.max()].assign(model_seed=lambda f: f.model_seed + 1000)
     assert_notebook_follows_the_pattern("05_trained_synthetic", chapter.judge(P, frame, replicates=20, fresh=fresh))
 
 
@@ -328,14 +328,24 @@ def test_the_answers_are_compared_with_the_literatures_log_n():
     assert "high_rank" not in chapter.prediction_text({"copy": log, "high_rank": chapter.Verdict("untestable", "", "")})
 
 
-def test_fresh_seed_text_counts_models_at_or_above_the_bar_that_converged():
-    fresh = pd.DataFrame({"task": ["high_rank"] * 3 + ["copy"] * 3, "model_seed": [2, 0, 1, 0, 1, 2],
-                          "test_accuracy": [0.941, 0.998, 1.0, 1.0, 0.995, 0.99],
-                          "converged": [False, True, True, True, False, True]})
-    text = chapter.fresh_seed_text(fresh)
-    # by hand: high_rank passes seeds 0 and 1; copy passes seeds 0 and 2 (seed 1 did not converge)
-    assert text == ("high_rank: 2 of 3 models converged at or above the bar (test accuracy 0.998, 1 and 0.941); "
-                    "copy: 2 of 3 models converged at or above the bar (test accuracy 1, 0.995 and 0.99)")
+def test_the_fresh_seed_check_retrains_the_widths_the_bracket_rests_on():
+    frame = rows("copy", {16: 4, 64: 6}, grid=[1, 2, 4, 8, 16])
+    result = judged(frame, N_VALUES=[16, 64], D_QK=[1, 2, 4, 8, 16], D_MODEL=16)
+    widths = chapter.decisive_widths(result.data["cells"], params(N_VALUES=[16, 64], D_QK=[1, 2, 4, 8, 16]))
+    assert widths == {"copy": (64, [4, 8, 16])}        # saturates at 8 (6 was not trained), 4 below it, and the top
+    # fresh seeds: the same at 8 and 16, but at 4 one of three seeds solves the task
+    fresh = rows("copy", {64: 8}, grid=[4, 8, 16], seeds=(1000, 1001, 1002))
+    fresh.loc[(fresh.d_qk == 4) & (fresh.model_seed == 1000), "test_accuracy"] = 1.0
+    table = chapter.fresh_seed_table(fresh, frame).set_index("d_qk")
+    # by hand: the chapter's curve at n = 64 rises from 0.3 (d = 1) to 1 (d = 16): target 0.3 + 0.95 * 0.7 = 0.965
+    assert table.target.tolist() == pytest.approx([0.3 + 0.95 * 0.7] * 3, rel=1e-12)
+    assert table.loc[4, "fresh_mean"] == pytest.approx((1.0 + 0.3 + 0.3) / 3) and not table.loc[4, "fresh_reaches"]
+    text = chapter.fresh_seed_text(table.reset_index())
+    assert text == ("copy at n = 64: fresh seeds agree at d_qk 4, 8 and 16 (mean accuracy 0.533, 1 and 1 at d_qk 4, "
+                    "8 and 16; 3 of 3 models meet the bar at d_qk 16)")
+    fresh.loc[fresh.d_qk == 4, "test_accuracy"] = 1.0            # all fresh seeds solve it at 4: they disagree there
+    assert chapter.fresh_seed_text(chapter.fresh_seed_table(fresh, frame)).endswith(
+        ", but not at d_qk 4, where they reach the saturation target 0.965")
 
 
 def test_ceiling_and_permutation_verdicts_read_the_heads_and_the_patterns():
