@@ -18,11 +18,11 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import english, minilm, parameters, robust, saturation, scaling
+from .. import english, minilm, parameters, rank, robust, saturation, scaling
 from ..results import ChapterResult, Verdict
 from . import ch06_real_data as ch06
 from . import run_sweep
-from .ch07_model_reduction_points import ENERGY, compression_point, minilm_point, qk_parameters  # noqa: F401
+from .ch07_model_reduction_points import ENERGY, RTOL, compression_point, minilm_point, qk_parameters  # noqa: F401
 
 EXPERIMENT_COMPRESSION = "ch7_compression_converged"
 EXPERIMENT_MINILM = "ch7_minilm_compression"
@@ -475,8 +475,9 @@ def _minilm(P, result) -> None:
     within = comp[comp.cosine_mean >= MINILM_COSINE]
     result.quote("ch7_minilm_r99", english.number(float(within.r.min())) if len(within) else "none on the grid")
     result.quote("ch7_energy_pct", 100 * ENERGY, ".0f")
-    for col in ("energy_rank_logits", "energy_rank_weights", "hardmax", "numerical@1e-03", "weights_rank"):
-        key = col.replace("@1e-03", "")
+    numerical = rank.label("numerical", RTOL)     # "numerical@1e-03", the book's one label format
+    for col in ("energy_rank_logits", "energy_rank_weights", "hardmax", numerical, "weights_rank"):
+        key = "numerical" if col == numerical else col
         result.quote(f"ch7_minilm_{key}_median", float(heads[col].median()), digits=3)
         result.quote(f"ch7_minilm_{key}_span", english.span(float(heads[col].min()), float(heads[col].max()), 3))
     return float(within.r.min()) if len(within) else math.nan
