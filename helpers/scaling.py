@@ -37,6 +37,9 @@ LOSSES = ("squared", "log")   # mean squared error in y, or of log(y / fit): a r
 # How chapters 03 and 03b name the forms they fit to knees with the log loss (their recorded metrics use these).
 KNEE_LABELS = {"log": "a + b log n", "log2": "a + b (log n)^2", "power": "c n^alpha"}
 MIN_POINTS = 3  # a two-coefficient form needs a third point before its loss says anything
+# A growth verdict chooses between two-coefficient forms: with 3 points each fit keeps one degree of freedom, and
+# three values such as 11, 13, 13 "decide" almost by accident, so a verdict needs one more.
+VERDICT_MIN_POINTS = 4
 CI = 0.95
 
 

@@ -239,7 +239,7 @@ FORM_WORDS = {"log": "a + b·ln n", "log2": "a + b·(ln n)²", "sqrt": "c·√n"
 VERDICT_RULE = (f"the smallest trained d_qk making {100 * LEVEL:g} % of the rise of the seed-mean accuracy from the "
                 "smallest to the largest width (every model counted), over the n whose cell meets the quality bar, "
                 "fitted against the forms of helpers.scaling with bootstrap intervals over models; at least "
-                f"{MIN_SEEDS} seeds and {scaling.MIN_POINTS} usable n, else untestable; the answer is the growth "
+                f"{MIN_SEEDS} seeds and {scaling.VERDICT_MIN_POINTS} usable n, else untestable; the answer is the growth "
                 "class of the forms the data cannot tell from the best (log and power law together: untestable)")
 
 
@@ -266,11 +266,14 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
     prefix = f"{task} is untestable at this budget: "
     if n_seeds < min_seeds:
         return verdict("untestable", prefix + f"{plural(n_seeds, 'seed')} per model, at least {min_seeds} needed.")
-    if len(usable) < scaling.MIN_POINTS or fit is None:
-        verb = "meets" if len(usable) == 1 and len(part) == 1 else "meet"
+    if len(usable) < scaling.VERDICT_MIN_POINTS or fit is None:
+        need = f"at least {scaling.VERDICT_MIN_POINTS} needed for a fit"
+        if len(usable) == len(part):
+            return verdict("untestable", prefix + f"only {plural(len(part), 'sequence length')} "
+                           f"{'was' if len(part) == 1 else 'were'} run, and all meet the quality bar ({need}).")
+        verb = "meets" if len(usable) == 1 else "meet"
         return verdict("untestable", prefix + f"{'only ' if len(usable) else ''}"
-                       f"{count_of(len(usable), len(part), 'sequence length')} {verb} the quality bar (at least "
-                       f"{scaling.MIN_POINTS} needed for a fit).")
+                       f"{count_of(len(usable), len(part), 'sequence length')} {verb} the quality bar ({need}).")
     if grid_top >= d_model and (usable.d_star >= grid_top).all():
         return verdict("full", f"{task} supports {LITERATURE['full']}: every usable n needs the largest d_qk, "
                                f"{grid_top} = d_model.", True)
@@ -293,7 +296,7 @@ def task_verdict(task: str, cells: pd.DataFrame, fit: scaling.BootstrapForms | N
 def fit_task(task: str, cells: pd.DataFrame, boots: dict) -> scaling.BootstrapForms | None:
     """Bootstrap fits of the saturation d_qk against n over the usable cells of a task (None if fewer than 3)."""
     usable = cells[(cells.task == task) & cells.usable & cells.d_star.notna()].sort_values("n")
-    if len(usable) < scaling.MIN_POINTS:
+    if len(usable) < scaling.VERDICT_MIN_POINTS:
         return None
     reps = np.stack([boots[(task, int(n))] for n in usable.n], axis=1)   # (B, cells)
     return scaling.bootstrap_forms(usable.n.to_numpy(), usable.d_star.to_numpy(), reps)
@@ -485,7 +488,7 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_points_exhaustive", exhaustive_count(cells, P["D_QK"]), "d")
     q("ch5_n_seeds", P["N_SEEDS"], "d")
     q("ch5_min_seeds", MIN_SEEDS, "d")
-    q("ch5_min_points", scaling.MIN_POINTS, "d")
+    q("ch5_min_points", scaling.VERDICT_MIN_POINTS, "d")
     q("ch5_steps", P["STEPS"], "d")
     q("ch5_lr_text", lr_text(P["TASKS"]))
     q("ch5_tolerance", 100 * P["TOLERANCE"], digits=2)

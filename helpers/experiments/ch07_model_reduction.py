@@ -239,10 +239,10 @@ def scaling_check(comp: pd.DataFrame, smallest: pd.DataFrame, d_max: int, replic
     if part.empty:
         return fit, Verdict("untestable", "untestable at this budget: no setting that meets its bars has a smallest r "
                             "to fit", rule, fit)
-    if part.n.nunique() < scaling.MIN_POINTS:
+    if part.n.nunique() < scaling.VERDICT_MIN_POINTS:
         sentence = (f"untestable at this budget: the settings that meet their bars give "
                     f"{english.plural(part.n.nunique(), 'value')} of n{where}, and a growth law needs at least "
-                    f"{scaling.MIN_POINTS} within one domain")
+                    f"{scaling.VERDICT_MIN_POINTS} within one domain")
         return fit, Verdict("untestable", sentence, rule, fit)
     ns = [int(n) for n in part.n]
     capped = [n for n, r in zip(ns, part.smallest_r) if r >= d_max]
@@ -397,6 +397,7 @@ def analyse(P) -> ChapterResult:
         else scratch
     result.verdict("ch7_scratch", scratch_verdict(compared))
     result.verdict("ch7_scaling", growth)
+    result.quote("ch7_min_points", scaling.VERDICT_MIN_POINTS, "d")
     minilm_r99 = _minilm(P, result)
     result.verdict("ch7_redundancy", redundancy_verdict(smallest, minilm_r99, P.MINILM_TOKENS))
     return result.done()

@@ -70,15 +70,19 @@ def test_each_scaling_answer_on_exact_curves(truth, answer):
 
 
 def test_a_constant_width_is_logarithmic_with_a_zero_slope():
-    verdict = verdict_of(judged(rows("copy", {16: 4, 64: 4, 256: 4})))
-    assert verdict.outcome == "log" and "does not grow with n from 16 to 256" in verdict.sentence
-    growing = verdict_of(judged(rows("copy", {16: 8, 64: 12, 256: 16})))
+    four = [16, 32, 64, 128]
+    verdict = verdict_of(judged(rows("copy", {16: 4, 32: 4, 64: 4, 128: 4}), N_VALUES=four))
+    assert verdict.outcome == "log" and "does not grow with n from 16 to 128" in verdict.sentence
+    growing = verdict_of(judged(rows("copy", {16: 8, 32: 10, 64: 12, 128: 14}), N_VALUES=four))
     assert growing.outcome == "log" and "does not grow" not in growing.sentence
+    three = verdict_of(judged(rows("copy", {16: 8, 64: 12, 256: 16})))
+    assert three.outcome == "untestable" and three.sentence.endswith(
+        "only 3 sequence lengths were run, and all meet the quality bar (at least 4 needed for a fit)."), three.sentence
 
 
 def test_full_rank_answer_when_every_n_needs_the_largest_width():
-    frame = rows("copy", {16: 64, 64: 64, 256: 64})
-    assert verdict_of(judged(frame)).outcome == "full"
+    frame = rows("copy", {16: 64, 32: 64, 64: 64, 256: 64})
+    assert verdict_of(judged(frame, N_VALUES=[16, 32, 64, 256])).outcome == "full"
 
 
 def test_untestable_with_fewer_than_three_seeds():
@@ -119,10 +123,11 @@ def test_models_at_the_step_cap_count_by_their_accuracy_and_are_counted():
 
 
 def test_untestable_when_forms_cannot_be_told_apart():
-    fit = scaling.BootstrapForms(point=scaling.fit_forms([16, 64, 256], [4, 6, 9]), coefficient_ci={
-        f: {k: (0.0, 1.0) for k in scaling.fit_form(f, [16, 64, 256], [4, 6, 9]).coefficients} for f in scaling.FORMS},
+    n, y = [16, 64, 256, 1024], [4, 6, 9, 12]
+    fit = scaling.BootstrapForms(point=scaling.fit_forms(n, y), coefficient_ci={
+        f: {k: (0.0, 1.0) for k in scaling.fit_form(f, n, y).coefficients} for f in scaling.FORMS},
         loss_ci={f: (0.0, 1.0) for f in scaling.FORMS}, best="log", indistinguishable=("log", "linear"), replicates=10)
-    cells = pd.DataFrame({"task": "copy", "n": [16, 64, 256], "usable": True, "d_star": [4.0, 6.0, 9.0]})
+    cells = pd.DataFrame({"task": "copy", "n": n, "usable": True, "d_star": [float(v) for v in y]})
     verdict = chapter.task_verdict("copy", cells, fit, 3, 64, 64)
     assert verdict.outcome == "untestable" and "cannot tell it apart from c·n" in verdict.sentence
 
