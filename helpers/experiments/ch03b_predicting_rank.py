@@ -113,7 +113,7 @@ def identity_verdict(table: pd.DataFrame, z_max: float = IDENTITY_Z) -> Verdict:
                    {"largest_z": worst, "cases": cases, "failed": bad, "threshold": z_max})
 
 
-def accuracy_verdict(errors: pd.DataFrame, goal: float, family: str) -> Verdict:
+def accuracy_verdict(errors: pd.DataFrame, goal: float, family: str, where: str = "held-out grid points") -> Verdict:
     """"meets" when the largest absolute error on the held-out grid is <= goal, else "misses".
 
     `errors` has columns n, d_head, error (predicted - measured, in rank / n).
@@ -122,7 +122,7 @@ def accuracy_verdict(errors: pd.DataFrame, goal: float, family: str) -> Verdict:
     worst, n, d = float(abs(errors.loc[i, "error"])), int(errors.loc[i, "n"]), int(errors.loc[i, "d_head"])
     side = "above" if errors.loc[i, "error"] > 0 else "below"
     met = worst <= goal
-    sentence = (f"for {family} keys the largest error over the {len(errors)} held-out grid points is "
+    sentence = (f"for {family} keys the largest error over the {len(errors)} {where} is "
                 f"{worst:.3f} in rank / n (the prediction is {side} the measurement at n = {n} and head dimension {d}), "
                 + ("within" if met else "above") + f" the goal of {number(goal)}")
     return Verdict("meets" if met else "misses", sentence, f"max |error| <= {goal:g}",
@@ -293,8 +293,8 @@ def _verdicts(P, result, bridge) -> None:
     for family, name in (("gaussian", "Gaussian"), ("sphere", "unit-sphere")):
         result.verdict(f"ch3b_accuracy_{family}", accuracy_verdict(f["grid"][f["grid"]["keys"] == family], P.GOAL, name))
         result.verdict(f"ch3b_noise_{family}", noise_verdict(f["grid"][f["grid"]["keys"] == family], name))
-    result.verdict("ch3b_accuracy_heldout_dh", accuracy_verdict(f["heldout_dh"], P.GOAL,
-                                                                "Gaussian (head dimensions off the grid)"))
+    result.verdict("ch3b_accuracy_heldout_dh", accuracy_verdict(f["heldout_dh"], P.GOAL, "Gaussian",
+                                                                "points at head dimensions off the grid"))
     result.quote("ch3b_heldout_d", join([str(d) for d in P.HELDOUT_D]))
     knees = f["knees"]
     result.verdict("ch3b_sphere_flat_verdict",
