@@ -433,8 +433,18 @@ def headline(verdicts: dict) -> str:
     """One sentence over every task's verdict, e.g. "copy supports a width of order log n; qsa is untestable"."""
     if not verdicts:
         return "No task was run."
-    parts = [f"{task} is untestable at this budget" if v.outcome == "untestable"
-             else f"{task} supports {ANSWER_WORDS[v.outcome]}" for task, v in verdicts.items()]
+    groups: dict = {}                  # tasks with the same answer are named together, in their order
+    for task, v in verdicts.items():
+        groups.setdefault(v.outcome, []).append(task)
+    parts = []
+    for outcome, tasks in groups.items():
+        verb = "is" if len(tasks) == 1 else "are"
+        if outcome == "untestable":
+            subject = join(tasks) if len(tasks) < len(verdicts) or len(tasks) == 1 else \
+                f"all {plural(len(tasks), 'task')} ({join(tasks)})"
+            parts.append(f"{subject} {verb} untestable at this budget")
+        else:
+            parts.append(f"{join(tasks)} {'supports' if len(tasks) == 1 else 'support'} {ANSWER_WORDS[outcome]}")
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
 

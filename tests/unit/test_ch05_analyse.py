@@ -189,6 +189,11 @@ def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
 def test_headline_and_curve_text():
     verdicts = {"copy": chapter.Verdict("log", "", ""), "qsa": chapter.Verdict("untestable", "", "")}
     assert chapter.headline(verdicts).startswith("Copy supports a width of order log n; qsa is untestable at this budget")
+    untestable = chapter.Verdict("untestable", "", "")
+    assert chapter.headline({"copy": untestable, "reversal": untestable, "high_rank": untestable}) == \
+        "All 3 tasks (copy, reversal and high_rank) are untestable at this budget."
+    assert chapter.headline({"copy": verdicts["copy"], "qsa": untestable, "reversal": verdicts["copy"]}) == \
+        "Copy and reversal support a width of order log n; qsa is untestable at this budget."
     result = judged(rows("copy", {16: 4, 64: 6, 256: 8}))
     assert chapter.curve_text(cells_of(result), "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (each 95 % interval "
                                                            "over models the same)")
