@@ -181,6 +181,16 @@ def stable_rank_from_sigma(sigma: torch.Tensor) -> torch.Tensor:
     return torch.where(top > 0, (sigma**2).sum(-1) / torch.where(top > 0, top, torch.ones_like(top)), torch.zeros_like(top))
 
 
+def energy_rank_from_sigma(sigma: torch.Tensor, share: float = 0.9) -> torch.Tensor:
+    """The energy rank: the smallest r whose top r squared singular values hold `share` of their total,
+    `(..., k)` -> `(...)` (the rank a compression at that share of the "energy" keeps)."""
+    if not 0 < share <= 1:
+        raise ArgumentError("share", share, "a number in (0, 1]")
+    energy = sigma.double().pow(2)
+    cumulative = energy.cumsum(-1) / energy.sum(-1, keepdim=True).clamp(min=1e-300)
+    return (cumulative < share - 1e-12).sum(-1) + 1
+
+
 def effective_rank(matrix) -> torch.Tensor:
     """Roy–Vetterli effective rank `exp(H(sigma / sum sigma))`: `(..., n, m) -> (...)` float64."""
     return effective_rank_from_sigma(singular_values(matrix))

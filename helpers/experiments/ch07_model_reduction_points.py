@@ -63,10 +63,8 @@ def truncated_factors(matrix: torch.Tensor, r: int) -> tuple[torch.Tensor, torch
 
 
 def energy_rank(sigma: torch.Tensor, share: float = ENERGY) -> torch.Tensor:
-    """The smallest r whose top r squared singular values hold `share` of the total: `(..., k)` -> `(...)`."""
-    energy = sigma.double().pow(2)
-    cumulative = energy.cumsum(-1) / energy.sum(-1, keepdim=True).clamp(min=1e-300)
-    return (cumulative < share - 1e-12).sum(-1) + 1
+    """`rank.energy_rank_from_sigma` at this chapter's share `ENERGY`: `(..., k)` -> `(...)`."""
+    return rank.energy_rank_from_sigma(sigma, share)
 
 
 @torch.no_grad()

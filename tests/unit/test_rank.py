@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from helpers import rank
+from helpers.errors import ArgumentError
 
 
 def matrix_of_rank(k: int, n: int, rng) -> np.ndarray:
@@ -214,3 +215,12 @@ def test_numerical_rank_is_the_svd_count_at_every_scale_from_1e_minus_200_to_1e2
     for exponent in range(-200, 201, 2):
         a = base * 10.0**exponent
         assert rank.numerical_rank(a, rtol).tolist() == numpy_svd_count(a, rtol=rtol).tolist(), exponent
+
+
+def test_energy_rank_against_a_cumulative_sum_by_hand():
+    sigma = torch.tensor([[3.0, 2.0, 1.0, 0.5], [1.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
+    # by hand: squares 9, 4, 1, 0.25 (total 14.25): 9 holds 63 %, 13 holds 91 % -> 2 at share 0.9, 1 at 0.6
+    assert rank.energy_rank_from_sigma(sigma, 0.9).tolist() == [2, 4]   # four equal values: 90 % needs all four
+    assert rank.energy_rank_from_sigma(sigma, 0.6).tolist() == [1, 3]
+    with pytest.raises(ArgumentError, match="share"):
+        rank.energy_rank_from_sigma(sigma, 0.0)
