@@ -109,7 +109,7 @@ def test_counts_match_the_model_rows(values):
 
 
 def test_heads_above_the_ceiling_match_the_model_rows(values):
-    above = [(r["task"], r["n"], r["d_qk"], r["model_seed"], h) for r in values["models"] if r["converged"]
+    above = [(r["task"], r["n"], r["d_qk"], r["model_seed"], h) for r in values["models"] if not r["diverged"]
              for h, (hard, num) in enumerate(zip(r["hardmax_rank"], r["numerical_rank"]))
              if hard > CEILING * r["n"] or num > CEILING * r["n"]]
     assert values["ch5_heads_above"] == len(above) == len(values["above_ceiling"])
