@@ -41,6 +41,12 @@ def neighbours(grid, x: float) -> list[float]:
     return ([below[-1]] if below else []) + ([above[0]] if above else [])
 
 
+def step(grid, x: float, direction: int) -> float:
+    """`x` moved one step along the grid (-1 down, +1 up); `x` itself at the end it would pass, or when NaN."""
+    moved = [g for g in neighbours(grid, x) if (g - x) * direction > 0]
+    return moved[0] if moved else x
+
+
 def grid_steps(points: dict, grid, name: str = "width") -> list[tuple[str, dict]]:
     """Every copy of `points` {key: x} with one x moved to one of its grid neighbours, labelled
     "the width at n = 64 moved from 4 to 6" (keys are written as given: pass "n = 64", not 64, to read well).

@@ -302,15 +302,6 @@ def fit_task(task: str, cells: pd.DataFrame, boots: dict) -> scaling.BootstrapFo
     return scaling.bootstrap_forms(usable.n.to_numpy(), usable.d_star.to_numpy(), reps)
 
 
-def _stepped(values: np.ndarray, grid, direction: int) -> np.ndarray:
-    """Each value moved one step along the grid (-1 down, +1 up), staying at the end it would pass."""
-    out = []
-    for v in values:
-        moved = [g for g in robust.neighbours(grid, v) if (g - v) * direction > 0]
-        out.append(moved[0] if moved else v)
-    return np.array(out, dtype=float)
-
-
 def robust_verdict(task: str, frame: pd.DataFrame, cells: pd.DataFrame, boots: dict, verdict: Verdict, P,
                    replicates: int) -> Verdict:
     """`verdict` if it survives (a) each model seed left out (the cells recomputed from the remaining seeds, the
@@ -340,7 +331,7 @@ def robust_verdict(task: str, frame: pd.DataFrame, cells: pd.DataFrame, boots: d
         direction = 1 if moved[key] > points[key] else -1
         step_cells = cells.copy()
         step_cells.loc[(step_cells.task == task) & (step_cells.n == n), "d_star"] = moved[key]
-        step_boots = {**boots, (task, n): _stepped(boots[(task, n)], P["D_QK"], direction)}
+        step_boots = {**boots, (task, n): np.array([robust.step(P["D_QK"], v, direction) for v in boots[(task, n)]])}
         perturbed.append((label, decide(step_cells, step_boots, n_seeds, MIN_SEEDS)))
     return robust.Robustness.of(verdict.outcome, perturbed).apply(verdict, subject=task, words=ANSWER_WORDS)
 

@@ -695,10 +695,7 @@ def _moved(sat: pd.DataFrame, index, direction: int) -> pd.DataFrame:
     out = sat.copy()
     row = out.loc[index]
     for column in ("value", "low", "high"):
-        v = row[column]
-        if np.isfinite(v):
-            steps = [g for g in robust.neighbours(row["grid"], v) if (g - v) * direction > 0]
-            out.at[index, column] = float(steps[0]) if steps else v
+        out.at[index, column] = float(robust.step(row["grid"], row[column], direction))
     return out
 
 

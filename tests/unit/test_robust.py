@@ -21,6 +21,8 @@ def test_perturbations_are_named_and_complete():
     assert robust.neighbours(GRID, 4) == [3.0, 6.0]
     assert robust.neighbours(GRID, 1) == [2.0] and robust.neighbours(GRID, 32) == [24.0]
     assert robust.neighbours(GRID, 5) == [4.0, 6.0], "off the grid: the grid points around it"
+    assert (robust.step(GRID, 4, 1), robust.step(GRID, 4, -1), robust.step(GRID, 32, 1)) == (6.0, 3.0, 32)
+    assert math.isnan(robust.step(GRID, math.nan, 1))
     steps = robust.grid_steps({"n = 16": 4.0, "n = 32": math.nan, "n = 64": 1.0}, GRID)
     assert [label for label, _ in steps] == ["the width at n = 16 moved from 4 to 3",
                                             "the width at n = 16 moved from 4 to 6",
