@@ -742,7 +742,7 @@ COEFFICIENT_WORDS = {"a": "a", "b": "b", "c": "c", "alpha": "α"}
 def fits_view(table: pd.DataFrame) -> pd.DataFrame:
     """Table 5.3: per task and form, the coefficients and the loss with their 95 % intervals."""
     if table.empty:
-        return pd.DataFrame({"fit": ["no task has three usable n"]}).set_index("fit").rename_axis(index=None)
+        return pd.DataFrame({"fit": ["no task has enough usable n for a fit"]}).set_index("fit").rename_axis(index=None)
     rows = []
     for r in table.to_dict(orient="records"):
         coefficients = join([f"{COEFFICIENT_WORDS[k]} = {number(r[k], 2)} ({span_short(r[k + '_low'], r[k + '_high'], 2)})"
