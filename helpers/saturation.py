@@ -170,6 +170,8 @@ class SaturationInterval:
 
     `low`/`high` are NaN when fewer than `1 - (1 - confidence) / 2` of the resamples have a defined saturation
     (NOT_REACHED or FLAT), since the interval would then hide that part of the distribution; `defined` is that share.
+    `values` `(resamples,)` holds the saturation point of every resample (NaN where undefined), for statistics of
+    several points at once (a growth fit over n, `helpers.scaling`).
     """
 
     point: Saturation
@@ -178,6 +180,7 @@ class SaturationInterval:
     defined: float
     resamples: int
     confidence: float
+    values: np.ndarray | None = None
 
 
 def bootstrap_saturation(x, samples, *, resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
@@ -216,4 +219,4 @@ def bootstrap_saturation(x, samples, *, resamples: int = 1000, confidence: float
             high = float(np.nanpercentile(values, 100 - tail, method="higher"))
         else:
             low, high = (float(v) for v in np.nanpercentile(values, [tail, 100 - tail]))
-    return SaturationInterval(point, low, high, defined, resamples, confidence)
+    return SaturationInterval(point, low, high, defined, resamples, confidence, values)

@@ -36,6 +36,9 @@ POWER_MAX = 2.0    # the power law's exponent is searched in [0, POWER_MAX]
 LOSSES = ("squared", "log")   # mean squared error in y, or of log(y / fit): a relative error, for knees spanning decades
 # How chapters 03 and 03b name the forms they fit to knees with the log loss (their recorded metrics use these).
 KNEE_LABELS = {"log": "a + b log n", "log2": "a + b (log n)^2", "power": "c n^alpha"}
+KNEE_FORMS = tuple(KNEE_LABELS)
+KNEE_WORDS = {"log": "a straight line in log n", "log2": "a straight line in the square of log n",
+              "power": "a power of n"}
 MIN_POINTS = 3  # a two-coefficient form needs a third point before its loss says anything
 # A growth verdict chooses between two-coefficient forms: with 3 points each fit keeps one degree of freedom, and
 # three values such as 11, 13, 13 "decide" almost by accident, so a verdict needs one more.
@@ -136,8 +139,6 @@ def _fit_power(n: np.ndarray, y: np.ndarray) -> FormFit:
 def _fit_log_loss(form: str, n: np.ndarray, y: np.ndarray) -> FormFit:
     """The form minimising mean(log(y / fit)^2): closed form for c n^alpha (a line in log-log) and for c x (the mean
     log ratio), nonlinear least squares for a + b x started from the squared-loss fit."""
-    from scipy.optimize import least_squares
-
     if not np.all(y > 0):
         raise ArgumentError("y", y.tolist(), 'positive values for loss="log"')
     log_y = np.log(y)
@@ -145,19 +146,74 @@ def _fit_log_loss(form: str, n: np.ndarray, y: np.ndarray) -> FormFit:
         alpha, log_c = np.polyfit(np.log(n), log_y, 1)
         coefficients = {"c": float(math.exp(log_c)), "alpha": float(alpha)}
     elif form in LOG_FORMS:
-        x = _feature(form, n)
-        b0, a0 = np.polyfit(x, y, 1)
-
-        def residual(p):
-            return np.log(np.maximum(p[0] + p[1] * x, 1e-9)) - log_y
-        start = [a0 if np.all(a0 + b0 * x > 0) else y.min(), max(b0, 1e-6)]
-        a, b = least_squares(residual, start).x
+        (a, b), = _log_loss_lines(_feature(form, n), y[None, :])
         coefficients = {"a": float(a), "b": float(b)}
     else:
         coefficients = {"c": float(np.exp(np.mean(log_y - np.log(_feature(form, n)))))}
     fit = FormFit(form, coefficients, 0.0)
     loss = float(np.mean((np.log(np.maximum(fit.predict(n), 1e-12)) - log_y) ** 2))
     return FormFit(form, coefficients, loss)
+
+
+def _log_loss_lines(x: np.ndarray, ys: np.ndarray, iterations: int = 100) -> np.ndarray:
+    """(a, b) minimising mean(log((a + b x) / y)^2) for every row of `ys` `(B, m)` at once: `(B, 2)`.
+
+    Damped Gauss-Newton (Levenberg-Marquardt), vectorised over rows, started from the least-squares fit of the
+    relative error (a + b x - y) / y, which is the same loss to first order; a step that would make a + b x <= 0
+    anywhere or raise the loss is refused and the damping raised. Stops when no row moves by 1e-12 relatively.
+    """
+    ys = np.asarray(ys, dtype=float)
+    log_y = np.log(ys)
+    w = 1.0 / ys                                                       # relative-error weights for the start
+    design = np.stack([w, w * x], axis=-1)                             # (B, m, 2)
+    params = np.linalg.solve(np.einsum("bmi,bmj->bij", design, design),
+                             np.einsum("bmi,bm->bi", design, w * ys)[..., None])[..., 0]
+    bad = np.any(params[:, :1] + params[:, 1:] * x <= 0, axis=1)
+    params[bad] = np.stack([ys[bad].min(axis=1), np.full(bad.sum(), 1e-6)], axis=1)
+
+    def loss_of(p):
+        fit = p[:, :1] + p[:, 1:] * x
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(np.all(fit > 0, axis=1), np.mean((np.log(np.abs(fit)) - log_y) ** 2, axis=1), np.inf)
+
+    damping = np.full(len(ys), 1e-3)
+    loss = loss_of(params)
+    for _ in range(iterations):
+        fit = params[:, :1] + params[:, 1:] * x
+        jac = np.stack([1 / fit, x / fit], axis=-1)                    # d log(fit) / d (a, b): (B, m, 2)
+        resid = np.log(fit) - log_y
+        jtj = np.einsum("bmi,bmj->bij", jac, jac)
+        jtr = np.einsum("bmi,bm->bi", jac, resid)
+        scaled = jtj + damping[:, None, None] * np.eye(2) * np.diagonal(jtj, axis1=1, axis2=2)[:, :, None]
+        step = np.linalg.solve(scaled, jtr[..., None])[..., 0]
+        trial = params - step
+        trial_loss = loss_of(trial)
+        better = trial_loss <= loss
+        moved = np.abs(step) > 1e-12 * (np.abs(params) + 1e-12)
+        params = np.where(better[:, None], trial, params)
+        loss = np.where(better, trial_loss, loss)
+        damping = np.where(better, damping / 3, damping * 10)
+        if not np.any(moved & better[:, None]):
+            break
+    return params
+
+
+def _fit_rows(n: np.ndarray, ys: np.ndarray, loss: str, forms) -> list[dict[str, FormFit]]:
+    """`fit_forms` for every row of `ys` `(B, m)`; the log-loss lines are fitted for all rows at once (the same
+    routine `fit_form` uses, so a row gives what `fit_forms` would)."""
+    if loss != "log" or not any(f in LOG_FORMS for f in forms):
+        return [fit_forms(n, row, loss, forms) for row in ys]
+    if not np.all(ys > 0):
+        raise ArgumentError("replicates", "non-positive values", 'positive values for loss="log"')
+    lines = {f: _log_loss_lines(_feature(f, n), ys) for f in forms if f in LOG_FORMS}
+    rows = []
+    for i, row in enumerate(ys):
+        fits = fit_forms(n, row, loss, tuple(f for f in forms if f not in LOG_FORMS))
+        for f, params in lines.items():
+            fit = FormFit(f, {"a": float(params[i, 0]), "b": float(params[i, 1])}, 0.0)
+            fits[f] = FormFit(f, fit.coefficients, float(np.mean((np.log(fit.predict(n)) - np.log(row)) ** 2)))
+        rows.append({f: fits[f] for f in forms})
+    return rows
 
 
 def fit_forms(n, y, loss: str = "squared", forms=FORMS) -> dict[str, FormFit]:
@@ -182,25 +238,29 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
     return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
 
 
-def bootstrap_forms(n, y, replicates) -> BootstrapForms:
-    """Fit every form to the point estimates `y` and to each row of `replicates` `(B, len(n))`.
+def bootstrap_forms(n, y, replicates, loss: str = "squared", forms=FORMS, decide=CLASS_FORMS) -> BootstrapForms:
+    """Fit every one of `forms` with one `loss` to the point estimates `y` and to each row of `replicates`
+    `(B, len(n))`.
 
-    The best form is the one of CLASS_FORMS with the smallest point loss (ties go to the earlier form, the simpler
-    growth first); `indistinguishable` lists the forms of CLASS_FORMS the data cannot tell from it.
+    The best form is the one of `decide` with the smallest point loss (ties go to the earlier form, the simpler
+    growth first); `indistinguishable` lists the forms of `decide` the data cannot tell from it.
     """
     n, y = _check_points(n, y)
     reps = np.asarray(replicates, dtype=float)
     if reps.ndim != 2 or reps.shape[1] != len(n) or len(reps) < 2:
         raise ArgumentError("replicates", reps.shape, f"a (B, {len(n)}) array with B >= 2")
-    point = fit_forms(n, y)
-    boot = [fit_forms(n, row) for row in reps]
-    losses = {form: np.array([b[form].loss for b in boot]) for form in FORMS}
+    if not set(decide) <= set(forms):
+        raise ArgumentError("decide", decide, f"a subset of forms {list(forms)}")
+    point = fit_forms(n, y, loss, forms)
+    boot = _fit_rows(n, reps, loss, forms)
+    losses = {form: np.array([b[form].loss for b in boot]) for form in forms}
     coefficient_ci = {form: {name: _interval(np.array([b[form].coefficients[name] for b in boot]))
-                             for name in point[form].coefficients} for form in FORMS}
-    loss_ci = {form: _interval(losses[form]) for form in FORMS}
-    scale = max(float(np.mean(y ** 2)), 1e-12)
-    best = min(CLASS_FORMS, key=lambda form: (round(point[form].loss / scale, 12), FORMS.index(form)))
-    together = tuple(form for form in CLASS_FORMS
+                             for name in point[form].coefficients} for form in forms}
+    loss_ci = {form: _interval(losses[form]) for form in forms}
+    # the squared loss is in units of y^2 and the log loss has none: ties and zero are judged on that scale
+    scale = max(float(np.mean(y ** 2)), 1e-12) if loss == "squared" else 1.0
+    best = min(decide, key=lambda form: (round(point[form].loss / scale, 12), forms.index(form)))
+    together = tuple(form for form in decide
                      if form == best or _interval(losses[form] - losses[best])[0] <= 1e-12 * scale)
     return BootstrapForms(point, coefficient_ci, loss_ci, best, together, len(reps))
 
@@ -293,3 +353,79 @@ def knee_fits(n_values, knees) -> list[dict]:
         rows.append({"form": KNEE_LABELS[form], "points": int(n.size), "a": a, "b": b, "r2": r2,
                      "rms_log": math.sqrt(fit.loss)})
     return rows
+
+
+# ------------------------------------------------------------------------------------------------ knees (03, 03b)
+KNEE_OUTCOMES = ("log", "faster", "untestable")
+
+
+def knee_outcome(boot: BootstrapForms) -> str:
+    """How knees grow, from a bootstrap fit of the KNEE_FORMS: "log" when a + b ln n is the only form as good as
+    the best, "faster" when it is worse than the best in the bootstrap (a faster form fits better), else
+    "untestable" (a + b ln n and a faster form both fit)."""
+    if boot.indistinguishable == ("log",):
+        return "log"
+    return "faster" if "log" not in boot.indistinguishable else "untestable"
+
+
+def _knee_points(n, knees, replicates):
+    """The n with a positive, finite knee, their knees and the replicate rows that are finite at every one."""
+    n, y = np.asarray(n, dtype=float), np.asarray(knees, dtype=float)
+    reps = np.asarray(replicates, dtype=float)
+    if reps.ndim != 2 or reps.shape[1] != len(n):
+        raise ArgumentError("replicates", reps.shape, f"a (B, {len(n)}) array, one column per n")
+    ok = np.isfinite(y) & (y > 0)
+    reps = reps[:, ok]
+    return n[ok], y[ok], reps[np.all(np.isfinite(reps) & (reps > 0), axis=1)]
+
+
+def knee_verdict(n, knees, replicates, grid) -> "Verdict":
+    """The growth verdict of knees (saturation points of random-key curves, chapters 03 and 03b).
+
+    n, knees `(m,)`; replicates `(B, m)`: the knee of every bootstrap resample of the trials at each n; grid: the
+    d_h values the knees were read between. The KNEE_FORMS are fitted with the log loss; the outcome is
+    `knee_outcome`, recomputed with each knee moved to each of its grid neighbours (`helpers.robust`): a flip makes
+    it "untestable at this budget". The Monte Carlo variation of the trials is in the bootstrap itself. Needs
+    VERDICT_MIN_POINTS knees.
+    """
+    from . import robust
+    from .english import join
+    from .results import Verdict
+
+    n, y, reps = _knee_points(n, knees, replicates)
+    rule = (f"the knee forms {join(list(KNEE_LABELS.values()))} fitted with one loss (RMS log error); a form counts "
+            f"as good as the best while the 95 % bootstrap interval of its excess loss reaches 0; order log n when "
+            f"only a + b log n is as good as the best, faster when it is worse than the best")
+    if len(n) < VERDICT_MIN_POINTS or len(reps) < 2:
+        return Verdict("untestable", f"cannot be judged on this grid (it needs {VERDICT_MIN_POINTS} knees on the "
+                       f"grid and has {len(n)})", rule, {"points": int(len(n)), "best_form": None})
+    boot = bootstrap_forms(n, y, reps, loss="log", forms=KNEE_FORMS, decide=KNEE_FORMS)
+    outcome = knee_outcome(boot)
+    perturbed = []
+    for label, moved in robust.grid_steps({f"n = {int(k)}": v for k, v in zip(n, y)}, grid, name="knee"):
+        shifted = np.array(list(moved.values()))
+        boot_moved = bootstrap_forms(n, shifted, reps * (shifted / y), loss="log", forms=KNEE_FORMS,
+                                     decide=KNEE_FORMS)
+        perturbed.append((label, knee_outcome(boot_moved)))
+    span = f"over n from {int(n.min()):,} to {int(n.max()):,} ({len(n)} knees)"
+    others = [f for f in boot.indistinguishable if f != boot.best]
+    if outcome == "log":
+        sentence = (f"grows like log n {span}: of the three forms fitted with one loss, only "
+                    f"{KNEE_WORDS['log']} fits as well as the best in a bootstrap over the trials")
+    elif outcome == "faster":
+        sentence = (f"grows faster than linearly in log n {span}: {KNEE_WORDS[boot.best]} fits best and "
+                    f"{KNEE_WORDS['log']} fits worse in a bootstrap over the trials, so the data support the paper's "
+                    "lower bound of order log n, but not a knee that grows only like log n")
+    else:
+        sentence = (f"cannot tell log n from faster growth {span}: {KNEE_WORDS[boot.best]} fits best, but "
+                    f"{join([KNEE_WORDS[f] for f in others])} fit{'s' if len(others) == 1 else ''} as well within a "
+                    "bootstrap over the trials")
+    evidence = {"best_form": KNEE_LABELS[boot.best], "indistinguishable": [KNEE_LABELS[f] for f in
+                                                                           boot.indistinguishable],
+                "points": int(len(n)), "replicates": int(boot.replicates),
+                "rms_log": {KNEE_LABELS[f]: math.sqrt(boot.point[f].loss) for f in KNEE_FORMS}}
+    words = {"log": "growth of order log n", "faster": "growth faster than log n"}
+    judged = robust.Robustness.of(outcome, perturbed).apply(Verdict(outcome, sentence, rule, evidence), words=words)
+    if judged.outcome != outcome:      # the sentence reads on from "the knee ...", like the others
+        judged = Verdict(judged.outcome, "is " + judged.sentence, judged.rule, judged.evidence)
+    return judged

@@ -17,7 +17,7 @@ from . import run_sweep
 from .ch03_saturation_points import KEY_KINDS, hardmax_point, hull_point, softmax_point  # noqa: F401
 
 FIT_FORMS = tuple(scaling.KNEE_LABELS.values())   # the book's knee forms, named as the metrics record them
-FORM_WORDS = {"a + b log n": "linear in log n", "a + b (log n)^2": "quadratic in log n", "c n^alpha": "a power of n"}
+FORM_WORDS = {label: scaling.KNEE_WORDS[form] for form, label in scaling.KNEE_LABELS.items()}   # labels in words
 
 
 # ------------------------------------------------------------------------------------------------
@@ -31,7 +31,8 @@ def knees_from_trials(df, value: str, reference, levels: dict, bootstrap: int = 
     The knee at `level` is the book's saturation point (`helpers.saturation`) of the mean curve over d_head:
     the smallest d_h whose mean reaches `level` times the plateau, interpolated in log d_h, NaN beyond the grid.
     `reference`: the plateau, a dict {n: number} (a bound known in advance) or "last" (the mean at the largest
-    d_h). With `bootstrap > 0`, trials are resampled within each (n, d_head) point for a 95% interval.
+    d_h). With `bootstrap > 0`, trials are resampled within each (n, d_head) point for a 95% interval, and the
+    column `replicates` holds the knee of every resample (for the growth verdict, `scaling.knee_verdict`).
     """
     rows = []
     for n, part in df.groupby("n"):
@@ -44,12 +45,13 @@ def knees_from_trials(df, value: str, reference, levels: dict, bootstrap: int = 
             if bootstrap:
                 interval = bootstrap_saturation(ds, [groups[d] for d in sorted(groups)], resamples=bootstrap,
                                                 seed=seeding.derive_seed(seed, "ch3_knee", int(n), name), **rule)
-                point, low, high = interval.point, interval.low, interval.high
+                point, low, high, reps = interval.point, interval.low, interval.high, interval.values
             else:
-                point, low, high = saturation_point(ds, means, **rule), math.nan, math.nan
+                point, low, high, reps = saturation_point(ds, means, **rule), math.nan, math.nan, None
             rows.append({"n": int(n), "definition": name, "level": level,
                          "plateau": float(means[-1] if plateau == "last" else plateau),
-                         "knee": point.value, "status": point.status, "knee_low": float(low), "knee_high": float(high)})
+                         "knee": point.value, "status": point.status, "knee_low": float(low), "knee_high": float(high),
+                         **({"replicates": reps} if bootstrap else {})})
     return pd.DataFrame(rows)
 
 
@@ -74,37 +76,7 @@ def log_slope_trend(n_values, knees) -> float:
 
 
 # ------------------------------------------------------------------------------------------------ verdict rules
-LOG_FORM = "a + b log n"
-TREND_FASTER = 1.3  # a slope in log n that grows by more than this factor across the range is not a + b log n
 HULL_Z = 3.0        # the hull fraction may fall this many binomial standard errors below the lower bound (MC error)
-
-
-def growth_verdict(fits: list[dict], trend) -> Verdict:
-    """How knee(n) grows, from `fit_knee_scaling` rows and the `log_slope_trend`: outcome "faster", "log" or
-    "untestable".
-
-    Faster than logarithmic when another form fits better (lower RMS log error) than a + b log n, or when the
-    slope in log n grows by more than TREND_FASTER across the range.
-    """
-    trend = float("nan") if trend is None else float(trend)
-    judged = [f for f in fits if f["form"] in FIT_FORMS and f["rms_log"] is not None and not np.isnan(f["rms_log"])]
-    rule = (f"faster than logarithmic when {FORM_WORDS[LOG_FORM]} is not the best form by RMS log error, or the "
-            f"slope in log n grows by more than a factor {TREND_FASTER:g} across the range")
-    if not judged:
-        return Verdict("untestable", "cannot be judged (fewer than three knees on the grid)", rule,
-                       {"points": 0, "trend": None})
-    best = min(judged, key=lambda f: f["rms_log"])["form"]
-    evidence = {"best_form": best, "trend": None if np.isnan(trend) else trend, "points": judged[0].get("points"),
-                "rms_log": {f["form"]: f["rms_log"] for f in judged}}
-    slope = ("there are too few knees to measure how the slope changes" if np.isnan(trend) else
-             f"the slope in log n {trend_text(trend)} across the range")
-    if best != LOG_FORM or (not np.isnan(trend) and trend > TREND_FASTER):
-        return Verdict("faster", f"grows faster than linearly in log n (the best of the three forms by RMS log error "
-                       f"is {FORM_WORDS[best]}, and {slope}), so the data support the paper's lower bound of order "
-                       "log n, but not a knee that grows only like log n", rule, evidence)
-    return Verdict("log", f"is consistent with growth of order log n on this grid (the best form by RMS log error is "
-                   f"{FORM_WORDS[best]}, and {slope}); with few values of n this cannot exclude faster growth",
-                   rule, evidence)
 
 
 def trend_text(trend) -> str:
@@ -252,6 +224,7 @@ def _knees(P, result) -> None:
     tables += [knees_from_trials(soft, measure, "last", levels).assign(series=f"softmax, {measure} rank")
                for measure in ("numerical", "effective")]
     knees = pd.concat(tables, ignore_index=True)
+    result.data["knee_replicates"] = knees.pop("replicates")     # arrays per row: kept out of the metrics
     for column, critical in (("predicted_norm", theory.norm_critical_dh), ("predicted_hull", theory.hull_critical_dh)):
         knees[column] = [critical(int(n), 1 - lv) if s == GAUSS else np.nan
                          for s, n, lv in zip(knees.series, knees.n, knees.level)]
@@ -282,8 +255,9 @@ def _fits(P, result) -> None:
         part = fits[(fits.series == GAUSS) & (fits.definition == definition)]
         trend = part[part.form == "slope trend"].a.iloc[0]
         result.frames[f"ch3_{definition}_trend"] = trend
-        result.verdict(f"ch3_verdict_{definition}", growth_verdict(part.to_dict(orient="records"), trend))
-        gk = knees[(knees.series == GAUSS) & (knees.definition == definition)]
+        gk = knees[(knees.series == GAUSS) & (knees.definition == definition)].sort_values("n")
+        reps = np.stack([result.data["knee_replicates"][i] for i in gk.index], axis=1)    # (resamples, n)
+        result.verdict(f"ch3_verdict_{definition}", scaling.knee_verdict(gk.n, gk.knee, reps, P.D_HEADS))
         result.quote(f"ch3_{definition}_points", int(gk.knee.notna().sum()), "d")
         for key, column, fmt in (("norm", "predicted_norm", ".2f"), ("hull", "predicted_hull", ".1f")):
             ratio = (gk.knee / gk[column]).dropna()

@@ -51,13 +51,12 @@ def grid_mc(name: str, n_values, d_values, keys_kinds, trials: int, seed: int) -
 # ------------------------------------------------------------------------------------------------
 
 FIT_FORMS = tuple(scaling.KNEE_LABELS.values())
-FORM_WORDS = {"a + b log n": "a straight line in log n", "a + b (log n)^2": "a straight line in the square of log n",
-              "c n^alpha": "a power of n"}  # how the sentences name the forms
 
 
 def measured_knees(raw: pd.DataFrame, eps_values, bootstrap: int, seed: int) -> pd.DataFrame:
     """Knee d*(n, eps) of the Monte Carlo curves: `saturation.bootstrap_saturation` with the exact plateau
-    1 - (1 - 1/n)^n as reference and level 1 - eps, interpolated in log d_h, heads resampled at every d_h."""
+    1 - (1 - 1/n)^n as reference and level 1 - eps, interpolated in log d_h, heads resampled at every d_h. The
+    column `replicates` holds the knee of every resample (for `scaling.knee_verdict`)."""
     rows = []
     for (keys, n), part in raw.groupby(["keys", "n"]):
         groups = {d: g["fraction"].to_numpy() for d, g in part.groupby("d_head")}
@@ -69,7 +68,7 @@ def measured_knees(raw: pd.DataFrame, eps_values, bootstrap: int, seed: int) -> 
             has_interval = bootstrap > 0
             rows.append({"keys": keys, "n": int(n), "eps": eps, "knee": found.point.value, "status": found.point.status,
                          "knee_low": found.low if has_interval else math.nan,
-                         "knee_high": found.high if has_interval else math.nan})
+                         "knee_high": found.high if has_interval else math.nan, "replicates": found.values})
     return pd.DataFrame(rows)
 
 
@@ -173,17 +172,13 @@ def flat_knee_verdict(knees: pd.DataFrame, ratio_max: float = FLAT_RATIO) -> Ver
                    {"ratio": ratio, "n_min": int(first.n), "n_max": int(last.n), "threshold": ratio_max})
 
 
-def growth_verdict(exponent: float, n_low: float, n_high: float, fits: list[dict]) -> Verdict:
-    """The predicted critical d_h's effective power of n ("grows" when > 0, else "flat") and the best of the forms
-    fitted to the measured knees (by the one loss, RMS log error)."""
-    judged = [f for f in fits if f.get("rms_log") is not None]
-    best = min(judged, key=lambda f: f["rms_log"])["form"] if judged else None
+def predicted_growth_verdict(exponent: float, n_low: float, n_high: float) -> Verdict:
+    """The predicted critical d_h's effective power of n: "grows" when > 0, else "flat". (How the *measured* knees
+    grow is the book's one knee verdict, `scaling.knee_verdict`.)"""
     sentence = (f"over n from {round(n_low):,} to {round(n_high):,} the predicted critical head dimension grows like "
                 f"n to the power {number(exponent, 2)}")
-    if best is not None:
-        sentence += f"; of the three forms fitted to the measured knees with one loss, {FORM_WORDS[best]} fits best"
-    return Verdict("grows" if exponent > 0 else "flat", sentence, "slope of log d* against log n; min RMS log error",
-                   {"exponent": exponent, "best_form": best, "n_low": n_low, "n_high": n_high})
+    return Verdict("grows" if exponent > 0 else "flat", sentence, "slope of log d* against log n",
+                   {"exponent": exponent, "n_low": n_low, "n_high": n_high})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -262,6 +257,7 @@ def analyse(P) -> ChapterResult:
                               "closed_form": [theory.sphere_d2_rank_fraction(int(n)) for n in d2.n]})
     # knees measured on the grid, and fits of the Gaussian-key knees with one loss
     knees = measured_knees(raw, P.EPS_VALUES, P.BOOTSTRAP, P.SEED)
+    result.data["knee_replicates"] = knees.pop("replicates")     # arrays per row: kept out of the metrics
     fits = pd.DataFrame([{"eps": eps, **f} for eps in P.EPS_VALUES for f in fit_forms(
         *knees[(knees["keys"] == "gaussian") & (knees.eps == eps)][["n", "knee"]].T.to_numpy())])
     # the predicted critical d_h, started at its asymptotic form kappa(n) / (2 (e - 1) eps)
@@ -302,10 +298,11 @@ def _verdicts(P, result, bridge) -> None:
     crit = f["critical_dh"]
     big = crit[(crit.eps == _eps_mid(P)) & (crit.n >= 1000)]
     exponent = effective_exponent(big.n, big.d_star)
-    fits = f["knee_fits"]
-    result.verdict("ch3b_growth_verdict", growth_verdict(
-        exponent, float(big.n.min()) if len(big) else math.nan, float(big.n.max()) if len(big) else math.nan,
-        fits[fits.eps == _eps_mid(P)].to_dict(orient="records")))
+    result.verdict("ch3b_growth_verdict", predicted_growth_verdict(
+        exponent, float(big.n.min()) if len(big) else math.nan, float(big.n.max()) if len(big) else math.nan))
+    gk = knees[(knees["keys"] == "gaussian") & (knees.eps == _eps_mid(P))].sort_values("n")
+    reps = np.stack([result.data["knee_replicates"][i] for i in gk.index], axis=1)    # (resamples, n)
+    result.verdict("ch3b_knee_growth", scaling.knee_verdict(gk.n, gk.knee, reps, P.D_HEADS))
     result.quote("ch3b_exponent", exponent, ".2f")
 
 

@@ -53,39 +53,6 @@ def test_resolve_checks_linked_parameters_before_any_work():
         tiny_params(LOOSE=0.95, TIGHT=0.9)
 
 
-def fit_rows(best: str):
-    """fit_knee_scaling-like rows where `best` has the lowest RMS log error."""
-    return [{"form": f, "points": 5, "a": 1.0, "b": 1.0, "r2": 0.9, "rms_log": 0.01 if f == best else 0.1}
-            for f in chapter.FIT_FORMS]
-
-
-@pytest.mark.parametrize("best, trend, outcome", [
-    ("a + b log n", 1.0, "log"),                # the log form fits best and the slope is steady
-    ("a + b log n", 1.29, "log"),               # just under the trend threshold
-    ("a + b log n", 1.31, "faster"),            # best form logarithmic, but the slope grows
-    ("c n^alpha", 1.0, "faster"),               # another form fits better
-    ("a + b (log n)^2", float("nan"), "faster"),
-    ("a + b log n", None, "log"),               # too few knees for a trend: judged on the fits alone
-])
-def test_growth_verdict_outcomes(best, trend, outcome):
-    verdict = chapter.growth_verdict(fit_rows(best), trend)
-    assert verdict.outcome == outcome
-    assert chapter.FORM_WORDS[best] in verdict.sentence
-    assert "^" not in verdict.sentence and "(log n)" not in verdict.sentence and "e-0" not in verdict.sentence
-
-
-def test_growth_verdict_without_knees_is_untestable():
-    fits = chapter.fit_knee_scaling([16, 32], [3.0, 4.0])
-    assert chapter.growth_verdict(fits, None).outcome == "untestable"
-
-
-def test_growth_verdict_on_real_fits():
-    n = np.array([16, 32, 64, 128, 256, 512, 1024], dtype=float)
-    for knees, outcome in [(3 + 2 * np.log(n), "log"), (0.5 * n**0.6, "faster")]:
-        fits = chapter.fit_knee_scaling(n, knees)
-        assert chapter.growth_verdict(fits, chapter.log_slope_trend(n, knees)).outcome == outcome
-
-
 def test_hull_bound_verdict_counts_points_below_the_bound():
     lb = np.array([0.2, 0.5, 0.9])
     n, trials = 100, 4

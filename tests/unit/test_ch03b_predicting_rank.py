@@ -106,12 +106,10 @@ def test_flat_knee_verdict_three_outcomes():
     assert chapter.flat_knee_verdict(pd.DataFrame({"n": [16], "knee": [2.0]})).outcome == "undetermined"
 
 
-def test_growth_verdict_reports_exponent_and_best_form():
-    fits = [{"form": "a + b log n", "rms_log": 0.2}, {"form": "c n^alpha", "rms_log": 0.05},
-            {"form": "a + b (log n)^2", "rms_log": 0.1}]
-    v = chapter.growth_verdict(0.27, 1e3, 1e5, fits)
-    assert v.outcome == "grows" and "power 0.27" in v.sentence and "a power of n fits best" in v.sentence
-    assert chapter.growth_verdict(0.0, 1e3, 1e5, [{"form": "c n^alpha", "rms_log": None}]).outcome == "flat"
+def test_predicted_growth_verdict_reports_the_exponent():
+    v = chapter.predicted_growth_verdict(0.27, 1e3, 1e5)
+    assert v.outcome == "grows" and "power 0.27" in v.sentence and "from 1,000 to 100,000" in v.sentence
+    assert chapter.predicted_growth_verdict(0.0, 1e3, 1e5).outcome == "flat"
 
 
 def test_resolve_fills_defaults_and_rejects_calibration_on_the_grid():
@@ -135,6 +133,7 @@ def test_analyse_at_tiny_sizes(tmp_path, monkeypatch):
     assert result.quotes["ch3b_bridge"].value in {number(b) for b in chapter.BRIDGE_CANDIDATES} | {"∞"}
     assert set(result.verdicts) == {"ch3b_identity_verdict", "ch3b_accuracy_gaussian", "ch3b_accuracy_sphere",
                                     "ch3b_sphere_flat_verdict", "ch3b_growth_verdict", "ch3b_noise_gaussian",
+                                    "ch3b_knee_growth",
                                     "ch3b_noise_sphere", "ch3b_accuracy_heldout_dh"}
     heldout = result.frames["heldout_dh"]
     assert set(heldout.d_head) == {3} and not set(heldout.d_head) & set(P.D_HEADS), "off the reported grid"
