@@ -107,8 +107,10 @@ RULES: tuple[Rule, ...] = (
            (("08_where_it_breaks", "ch8_barrier_general"),), YES, "fig-ch8-temperature"),
     _paper(r"The rank saturates once $d_h$ is of order $\log n$.",
            "hardmax rank of random queries with Gaussian keys; saturation point (knee) per $n$, two definitions, "
-           "fitted against $n$ with a bootstrap over trials, robust to a knee moved by a grid step",
-           (("03_saturation", "ch3_verdict_loose"), ("03_saturation", "ch3_verdict_tight")),
+           "fitted against $n$ with a bootstrap over trials, robust to a knee moved by a grid step (chapter 3, and its "
+           "section on predicting the rank with more trials and a longer range of $n$)",
+           (("03_saturation", "ch3_verdict_loose"), ("03_saturation", "ch3_verdict_tight"),
+            ("03b_predicting_rank", "ch3b_knee_growth")),
            {"log": HOLDS, "faster": FAILS}, "fig-ch3-knees"),
     _book("A first-principles predictor gives the expected hardmax rank of random heads over the whole grid of $n$ "
           "and $d_h$.",
