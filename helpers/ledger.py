@@ -123,6 +123,17 @@ RULES: tuple[Rule, ...] = (
           "hardmax rank of random heads with unit-sphere keys; knee at the loosest level, smallest against largest $n$",
           (("03b_predicting_rank", "ch3b_sphere_flat_verdict"),), {"flat": HOLDS, "grows": FAILS,
                                                                    "undetermined": UNTESTABLE}, "fig-3b-sphere"),
+    _book(r"A random code of query and key vectors puts mass $1 - \varepsilon$ on one key among $n$ at the dimension "
+          "the margin law predicts.",
+          r"queries and keys on the sphere of radius $\sqrt L$; the moment generating function and the off-target ratio "
+          "against Monte Carlo",
+          (("03c_margin_theory", "ch3c_mgf_verdict"), ("03c_margin_theory", "ch3c_random_code_ratio"),
+           ("03c_margin_theory", "ch3c_random_code_mass")),
+          {"agrees": HOLDS, "misses": FAILS, "holds": HOLDS, "fails": FAILS}, "fig-3c-checks"),
+    _book(r"When the logit scale grows like $c \ln n$, the dimension a head needs grows only like $\log n$.",
+          r"optimised free codes for a permutation pattern, $L = c \ln n$, mean target mass $1 - \varepsilon$; the book's "
+          "knee rule with a bootstrap over seeds, robust to one dimension more or less",
+          (("03c_margin_theory", "ch3c_log_scale_growth"),), {"log": HOLDS, "faster": FAILS}, "fig-3c-log"),
     _paper("Random attention at initialization stays under the barrier.",
            "hardmax rank of randomly initialised heads; several input distributions and scales",
            (("04_random_attention", "ch4_hard_exceedance"),), {"never": HOLDS, "exceeds": FAILS}, "fig-ch4-hardmax"),

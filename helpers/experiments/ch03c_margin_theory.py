@@ -1,0 +1,202 @@
+"""Chapter 3c (why log n: a margin theory): Monte Carlo checks of the random-code law, optimised codes between the
+two bounds, and how the needed dimension grows at a fixed logit scale and at one that grows like ln n.
+
+The grid points live in `ch03c_margin_theory_points`; the theory in `helpers.margin`, the optimiser in
+`helpers.code_search`. `analyse(P)` runs the sweeps and returns the chapter's `ChapterResult`.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .. import margin, parameters, scaling, seeding
+from ..english import count_of, join, number
+from ..results import ChapterResult, Verdict
+from . import run_sweep
+from .ch03c_margin_theory_points import code_point, convergence_point, mgf_point, random_code_point
+
+DEFAULTS = {  # (quick, full)
+    "N_VALUES": ([16, 64, 256], [16 * 2**k for k in range(9)]),
+    "STEPS": (150, 300),
+    "D_MAX": (32, 64),
+    "PATTERN_N": ([64], [64, 256]),
+    "MGF_SAMPLES": (200000, 1000000),
+    "CODES": (4, 8),
+}
+MGF_CASES = [(d, L) for d in (2, 4, 8, 16) for L in (2.0, 4.0, 9.0)]   # where Monte Carlo of exp(L u.v) is informative
+RANDOM_CODE_N = (16, 64, 256)
+PATTERN_L = 16.0
+SPARSE_K = (2, 4)
+Z_MAX = 4.0          # Monte Carlo agreement: every |z| below this (27 and more independent checks)
+
+
+def resolve(P):
+    """Fill the mode defaults of `P` and check the constraints that link parameters."""
+    P.fill_mode_defaults(DEFAULTS)
+    parameters.require(len(P.SEEDS) >= 3, "SEEDS", P.SEEDS, "at least 3 seeds (a verdict rests on 3)")
+    return P
+
+
+def log_scale(n: int, c: float) -> float:
+    """The logit scale c ln n of the series that grows with n."""
+    return c * math.log(n)
+
+
+# ------------------------------------------------------------------------------------------------ verdicts
+def agreement_verdict(table: pd.DataFrame, what: str, z_max: float = Z_MAX) -> Verdict:
+    """"agrees" when every |z| = |mc - exact| / se < z_max, else "misses". `table` has columns mc, exact, se."""
+    z = ((table.mc - table.exact) / table.se).abs()
+    bad, worst = int((z >= z_max).sum()), float(z.max())
+    sentence = (f"{what} {'agrees with' if bad == 0 else 'misses'} Monte Carlo in "
+                f"{count_of(len(z) - bad, len(z), 'case')} (largest deviation {number(worst, 2)} standard errors; "
+                f"threshold {number(z_max)})")
+    return Verdict("agrees" if bad == 0 else "misses", sentence, f"every |z| < {z_max:g}",
+                   {"cases": len(z), "failed": bad, "largest_z": worst})
+
+
+def bounds_verdict(codes: pd.DataFrame) -> Verdict:
+    """"holds" when every optimised d* of a free code lies between the bounds: at least the rank lower bound (every
+    pattern here is a permutation or k-regular) and, for the permutation, at most ceil(d_rand) (the random code is a
+    free permutation code; tied codes and spread patterns have no such upper bound)."""
+    found = codes[codes.d_star.notna() & (codes.pattern != "tied")]
+    perm = found.pattern == "permutation"
+    upper = np.where(perm & np.isfinite(found.d_rand), np.ceil(found.d_rand), np.inf)
+    inside = (found.d_star >= found.d_lower) & (found.d_star <= upper)
+    held, total = int(inside.sum()), len(found)
+    below_rand = int((found.d_star < upper)[perm].sum())
+    searches = count_of(held, total, "search", "searches")
+    sentence = (f"every free code's optimised smallest dimension lies between the two bounds ({searches})"
+                if held == total else f"only {searches} put the optimised dimension between the two bounds")
+    sentence += (f", and {count_of(below_rand, int(perm.sum()), 'permutation search', 'permutation searches')} "
+                 "need fewer dimensions than the random code")
+    return Verdict("holds" if held == total else "fails", sentence,
+                   "rank_lower_bound <= d* (and d* <= ceil(random_code_dim) for the permutation)",
+                   {"held": held, "searches": total, "below_random": below_rand})
+
+
+def convergence_verdict(checks: pd.DataFrame, eps: float) -> Verdict:
+    """"stable" when doubling the steps keeps every checked d*: the code at d* still reaches 1 - eps and the code at
+    d* - 1 still does not; else "unstable", naming how many moved."""
+    ok = (checks.mass_at >= 1 - eps) & (checks.mass_below < 1 - eps)
+    held, total = int(ok.sum()), len(checks)
+    sentence = (f"doubling the optimiser's steps leaves the smallest dimension unchanged in "
+                f"{count_of(held, total, 'checked search', 'checked searches')}")
+    return Verdict("stable" if held == total else "unstable", sentence,
+                   "with twice the steps, d* still reaches and d* - 1 still does not", {"held": held,
+                                                                                     "checked": total})
+
+
+def divergence_verdict(codes: pd.DataFrame, L: float, eps: float, d_max: int) -> Verdict:
+    """At the fixed logit scale L: "diverges" when no optimised code of dimension <= d_max reaches 1 - eps at any n
+    beyond the random code's divergence point, while every n below it is reached; "reaches" when an optimised code
+    reaches beyond it; "untestable" when the grid has no n beyond it."""
+    cut = margin.divergence_n(L, eps)
+    part = codes[(codes.L == L) & (codes.pattern == "permutation")]
+    beyond, before = part[part.n > cut], part[part.n <= cut]
+    rule = f"at L = {number(L)}, no d <= d_max reaches 1 - eps for n > 1 + e^L eps/(1 - eps)"
+    if beyond.empty:
+        return Verdict("untestable", f"at L = {number(L)} the grid has no n beyond the random code's divergence point "
+                       f"n = {number(cut, 4)}", rule, {"divergence_n": cut})
+    reached = int(beyond.d_star.notna().sum())
+    below_ok = int(before.d_star.notna().sum())
+    evidence = {"divergence_n": cut, "beyond": len(beyond), "reached_beyond": reached, "before": len(before),
+                "reached_before": below_ok, "d_max": d_max}
+    if reached == 0:
+        return Verdict("diverges", f"at L = {number(L)} no optimised code of dimension up to {d_max} reaches mean target "
+                       f"mass {number(1 - eps)} for n beyond {number(cut, 4)} (0 of {len(beyond)} searches), where "
+                       f"the random code's dimension becomes infinite; below it {count_of(below_ok, len(before), 'search')}"
+                       " reach it", rule, evidence)
+    return Verdict("reaches", f"at L = {number(L)} optimised codes reach mean target mass {number(1 - eps)} beyond the "
+                   f"random code's divergence point n = {number(cut, 4)} in {count_of(reached, len(beyond), 'search')}",
+                   rule, evidence)
+
+
+# ------------------------------------------------------------------------------------------------ the chapter
+def analyse(P) -> ChapterResult:
+    """Run every sweep of the chapter for resolved parameters `P` and return its frames, quotes and verdicts."""
+    result = ChapterResult()
+    q = result.quote
+    q("ch3c_eps", P.EPS, digits=2)
+    q("ch3c_eps_mass", 1 - P.EPS, digits=2)
+    q("ch3c_l_values", join([number(L) for L in P.L_VALUES]))
+    q("ch3c_n_min", min(P.N_VALUES), ",d")
+    q("ch3c_n_max", max(P.N_VALUES), ",d")
+    q("ch3c_seeds", len(P.SEEDS), "d")
+    q("ch3c_steps", P.STEPS, ",d")
+    q("ch3c_d_max", P.D_MAX, "d")
+    q("ch3c_c", P.LOG_C, digits=3)
+    result.frames["definitions"] = {"logit_scale": "max |q . k| after the head's own scaling",
+                                    "target_mass": "mean over rows of the softmax mass on the row's target keys "
+                                                   "(minimum over rows reported too)", "eps": P.EPS}
+    _monte_carlo(P, result)
+    _codes(P, result)
+    return result.done()
+
+
+def _monte_carlo(P, result) -> None:
+    mgf = run_sweep("ch3c_mgf", mgf_point, [{"d": d, "L": L, "samples": P.MGF_SAMPLES} for d, L in MGF_CASES],
+                    seeds=[P.SEED])
+    result.frames["mgf"] = mgf
+    result.verdict("ch3c_mgf_verdict", agreement_verdict(mgf, "the closed form 0F1(; d/2; L²/4)"))
+    rc = run_sweep("ch3c_random_code", random_code_point, [{"n": n, "L": L, "eps": P.EPS, "codes": P.CODES}
+                                                           for n in RANDOM_CODE_N for L in P.L_VALUES],
+                   seeds=[P.SEED])
+    rc = rc[rc.d.notna()].copy()
+    result.frames["random_code"] = rc
+    table = pd.DataFrame({"mc": rc.ratio, "exact": rc.formula_ratio, "se": rc.ratio_se})
+    result.verdict("ch3c_random_code_ratio", agreement_verdict(table, "the off-target ratio (n - 1) e^{-L} M_d(L)"))
+    short = rc[rc.mass + 3 * rc.mass_se < 1 - P.EPS]
+    result.verdict("ch3c_random_code_mass", Verdict(
+        "holds" if short.empty else "fails",
+        (f"random codes at the integer dimension above the law's reach mean target mass at least {number(1 - P.EPS)} "
+         f"in {count_of(len(rc) - len(short), len(rc), 'case')} (lowest {number(float(rc.mass.min()), 3)})"),
+        "mean target mass + 3 s.e. >= 1 - eps", {"cases": len(rc), "short": len(short)}))
+
+
+def _codes(P, result) -> None:
+    configs = [{"n": n, "L": float(L), "eps": P.EPS, "pattern": "permutation", "k": 1, "steps": P.STEPS,
+                "d_max": P.D_MAX} for L in P.L_VALUES for n in P.N_VALUES]
+    configs += [{"n": n, "L": round(log_scale(n, P.LOG_C), 6), "eps": P.EPS, "pattern": "permutation", "k": 1,
+                 "steps": P.STEPS, "d_max": P.D_MAX} for n in P.N_VALUES]
+    configs += [{"n": n, "L": PATTERN_L, "eps": P.EPS, "pattern": pattern, "k": k, "steps": P.STEPS,
+                 "d_max": P.D_MAX} for n in P.PATTERN_N for pattern, k in
+                [("sparse", k) for k in SPARSE_K] + [("tied", 1)]]
+    codes = run_sweep("ch3c_codes", code_point, configs, seeds=list(P.SEEDS))
+    codes["series"] = np.where(codes.pattern != "permutation", codes.pattern + np.where(codes.k > 1, " k=" +
+                               codes.k.astype(str), ""), np.where(codes.L.isin([float(L) for L in P.L_VALUES]),
+                                                                 "L = " + codes.L.map(number), "L = c ln n"))
+    result.frames["codes"] = codes.drop(columns=["tried"])
+    result.data["tried"] = codes
+    result.verdict("ch3c_bounds_verdict", bounds_verdict(codes))
+    # the doubled-steps check: the first seed of the permutation cells at every other n (the first, third, ...
+    # and the last), at every L, that found a d*
+    checked_n = sorted(set(P.N_VALUES[::2]) | {max(P.N_VALUES)})
+    first = codes[(codes.pattern == "permutation") & (codes.seed == P.SEEDS[0]) & codes.d_star.notna()
+                  & codes.n.isin(checked_n)]
+    check_configs = [{"n": int(r.n), "L": float(r.L), "eps": P.EPS, "pattern": "permutation", "k": 1,
+                      "steps": 2 * P.STEPS, "d": int(r.d_star) + shift} for r in first.itertuples() for shift in (0, -1)]
+    checks = run_sweep("ch3c_convergence", convergence_point, check_configs, seeds=[int(P.SEEDS[0])])
+    mass = {(int(r.n), float(r.L), int(r.d)): float(r.mass) for r in checks.itertuples()}
+    pairs = first[["n", "L", "d_star"]].assign(
+        mass_at=[mass[(int(r.n), float(r.L), int(r.d_star))] for r in first.itertuples()],
+        mass_below=[mass[(int(r.n), float(r.L), int(r.d_star) - 1)] for r in first.itertuples()])
+    result.frames["convergence"] = pairs
+    result.verdict("ch3c_convergence_verdict", convergence_verdict(pairs, P.EPS))
+    result.verdict("ch3c_divergence_verdict", divergence_verdict(codes, float(min(P.L_VALUES)), P.EPS, P.D_MAX))
+    # how d* grows with n at L = c ln n: the book's one knee verdict, a bootstrap over seeds, integer grid steps
+    log_series = codes[codes.series == "L = c ln n"].pivot_table(index="seed", columns="n", values="d_star")
+    ns = np.array(log_series.columns, dtype=float)
+    gen = np.random.default_rng(seeding.derive_seed(P.SEED, "ch3c_log_series"))
+    values = log_series.to_numpy()
+    reps = np.stack([np.nanmean(values[gen.integers(0, len(values), len(values)), :], axis=0) for _ in range(200)])
+    result.verdict("ch3c_log_scale_growth", scaling.knee_verdict(ns, np.nanmean(values, axis=0), reps,
+                                                                 np.arange(1, P.D_MAX + 1)))
+    ratio = codes[codes.d_star.notna() & np.isfinite(codes.d_rand) & (codes.pattern == "permutation")]
+    ratio = ratio.d_star / np.ceil(ratio.d_rand)
+    result.quote("ch3c_ratio_range", join([number(float(ratio.min()), 2), number(float(ratio.max()), 2)], "to"))
+    low = codes[codes.d_star.notna() & (codes.pattern != "tied")]
+    tied = codes[codes.pattern == "tied"]
+    result.quote("ch3c_tied_range", join([number(float(tied.d_star.min())), number(float(tied.d_star.max()))], "to")
+                 if tied.d_star.notna().any() else "beyond the largest dimension tried")
+    result.quote("ch3c_lower_gap", number(float((low.d_star / low.d_lower.clip(lower=1)).median()), 2))

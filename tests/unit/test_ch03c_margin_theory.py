@@ -1,0 +1,48 @@
+"""Chapter 3c's verdict rules on constructed tables (each outcome), and the mode defaults."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from helpers import margin, parameters
+from helpers.experiments import ch03c_margin_theory as chapter
+
+
+def test_agreement_verdict_counts_cases_beyond_the_threshold():
+    table = pd.DataFrame({"mc": [1.0, 2.0, 3.5], "exact": [1.0, 2.1, 3.0], "se": [0.1, 0.1, 0.1]})
+    v = chapter.agreement_verdict(table, "the form")
+    assert v.outcome == "misses" and v.evidence["failed"] == 1 and "2 of 3 cases" in v.sentence
+    assert chapter.agreement_verdict(table.iloc[:2], "the form").outcome == "agrees"
+
+
+def codes_table(d_stars, pattern="permutation", n=64, L=16.0):
+    return pd.DataFrame({"n": n, "L": L, "pattern": pattern, "k": 1, "seed": range(len(d_stars)), "d_star": d_stars,
+                         "d_rand": margin.random_code_dim(n, L), "d_lower": margin.rank_lower_bound(n, L)})
+
+
+def test_bounds_verdict_checks_both_bounds_and_leaves_tied_codes_out():
+    upper = math.ceil(margin.random_code_dim(64, 16.0))
+    assert chapter.bounds_verdict(codes_table([upper - 1, upper])).outcome == "holds"
+    assert chapter.bounds_verdict(codes_table([upper + 1, upper])).outcome == "fails"
+    both = pd.concat([codes_table([upper - 1]), codes_table([upper + 10], pattern="tied")])
+    assert chapter.bounds_verdict(both).outcome == "holds"
+
+
+def test_convergence_and_divergence_verdicts():
+    checks = pd.DataFrame({"mass_at": [0.95, 0.91], "mass_below": [0.85, 0.92]})
+    assert chapter.convergence_verdict(checks, 0.1).outcome == "unstable"
+    assert chapter.convergence_verdict(checks.iloc[:1], 0.1).outcome == "stable"
+    cut = margin.divergence_n(9.0)
+    rows = pd.concat([codes_table([5.0], n=64, L=9.0), codes_table([math.nan], n=int(cut) + 100, L=9.0)])
+    assert chapter.divergence_verdict(rows, 9.0, 0.1, 64).outcome == "diverges"
+    rows.loc[rows.n > cut, "d_star"] = 40.0
+    assert chapter.divergence_verdict(rows, 9.0, 0.1, 64).outcome == "reaches"
+    assert chapter.divergence_verdict(rows[rows.n < cut], 9.0, 0.1, 64).outcome == "untestable"
+
+
+def test_resolve_fills_the_mode_defaults():
+    P = chapter.resolve(parameters.Params(MODE="quick", SEED=0, SEEDS=[0, 1, 2], N_VALUES=None, L_VALUES=[9.0],
+                                          EPS=0.1, LOG_C=2.0, STEPS=None, D_MAX=None, PATTERN_N=None,
+                                          MGF_SAMPLES=None, CODES=None))
+    assert P.N_VALUES == [16, 64, 256] and P.STEPS == 150 and P.D_MAX == 32
