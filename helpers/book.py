@@ -19,7 +19,7 @@ from . import paths
 from .cache import source_hash
 from .parameters import MODES
 
-BOOK_SOURCES = ("_config.yml", "_toc.yml", "book/*.md", "book/*.bib", "book/*.svg")
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "_static/*.css", "book/*.md", "book/*.bib", "book/*.svg")
 
 
 @dataclass

@@ -28,6 +28,16 @@ LEDGER_RULE = "the chapter's recorded verdict, its outcome word mapped to a stat
 
 
 @dataclass(frozen=True)
+class Finding:
+    """A row the introduction states as a finding: glue name `finding_<key>`, the `lead` words naming it and the
+    `condition` (measure and setting) it was tested under, both plain text (glued text shows no maths)."""
+
+    key: str
+    lead: str
+    condition: str
+
+
+@dataclass(frozen=True)
 class Rule:
     """One row of the ledger: a claim, where it was tested, and which recorded verdicts decide it.
 
@@ -42,6 +52,7 @@ class Rule:
     verdicts: tuple    # ((notebook, glue name), ...)
     statuses: dict     # outcome word -> status
     figure: str        # the figure name (`mystnb.figure.name`) with the evidence
+    finding: Finding | None = None   # set when the introduction states this row as a finding
 
     @property
     def notebook(self) -> str:
@@ -84,15 +95,15 @@ def judge(rule: Rule, values: dict) -> Verdict:
     statuses = [UNTESTABLE if o == "untestable" else rule.statuses[o] for _, o, _ in found]
     evidence = "; ".join(_sentence(sentence) for _, _, sentence in found)
     return Verdict(combine(statuses), evidence, LEDGER_RULE,
-                   {"outcomes": {name: o for name, o, _ in found}})
+                   {"outcomes": {name: o for name, o, _ in found}, "sentences": [_sentence(t) for _, _, t in found]})
 
 
-def _paper(claim, conditions, verdicts, statuses, figure) -> Rule:
-    return Rule(claim, "paper", conditions, verdicts, statuses, figure)
+def _paper(claim, conditions, verdicts, statuses, figure, finding=None) -> Rule:
+    return Rule(claim, "paper", conditions, verdicts, statuses, figure, finding)
 
 
-def _book(claim, conditions, verdicts, statuses, figure) -> Rule:
-    return Rule(claim, "book", conditions, verdicts, statuses, figure)
+def _book(claim, conditions, verdicts, statuses, figure, finding=None) -> Rule:
+    return Rule(claim, "book", conditions, verdicts, statuses, figure, finding)
 
 
 YES = {"holds": HOLDS, "fails": FAILS}
@@ -101,7 +112,9 @@ SOME = {**YES, "some": CONDITIONAL}    # for verdicts over several settings that
 RULES: tuple[Rule, ...] = (
     _paper(r"The expected rank of a hardmax attention head is at most about $0.63\,n$, whatever $d_h$.",
            "hardmax; orthonormal inputs; independent Gaussian $W_q, W_k$; Monte Carlo over $n$ and $d_h$",
-           (("02_low_rank_barrier", "ch2_barrier_verdict"),), YES, "fig-barrier"),
+           (("02_low_rank_barrier", "ch2_barrier_verdict"),), YES, "fig-barrier",
+           Finding("barrier", "The paper's low-rank barrier, rank at most about 0.63 n",
+                   "hardmax rank of random heads, orthonormal inputs, Gaussian weights")),
     _paper("The barrier binds attention heads in general, not only random ones.",
            "constructed identity and previous-token heads, at their certified temperature",
            (("08_where_it_breaks", "ch8_barrier_general"),), YES, "fig-ch8-temperature"),
@@ -111,7 +124,9 @@ RULES: tuple[Rule, ...] = (
            "section on predicting the rank with more trials and a longer range of $n$)",
            (("03_saturation", "ch3_verdict_loose"), ("03_saturation", "ch3_verdict_tight"),
             ("03b_predicting_rank", "ch3b_knee_growth")),
-           {"log": HOLDS, "faster": FAILS}, "fig-ch3-knees"),
+           {"log": HOLDS, "faster": FAILS}, "fig-ch3-knees",
+           Finding("saturation", "The paper's saturation of the rank once d_h is of order log n",
+                   "knee of the hardmax rank of random heads with Gaussian keys against n")),
     _book("A first-principles predictor gives the expected hardmax rank of random heads over the whole grid of $n$ "
           "and $d_h$.",
           "hardmax rank of random heads with Gaussian or unit-sphere keys; Monte Carlo on held-out $n$, and on head "
@@ -133,7 +148,9 @@ RULES: tuple[Rule, ...] = (
     _book(r"When the logit scale grows like $c \ln n$, the dimension a head needs grows only like $\log n$.",
           r"optimised free codes for a permutation pattern, $L = c \ln n$, mean target mass $1 - \varepsilon$; the book's "
           "knee rule with a bootstrap over seeds, robust to one dimension more or less",
-          (("03c_margin_theory", "ch3c_log_scale_growth"),), {"log": HOLDS, "faster": FAILS}, "fig-3c-log"),
+          (("03c_margin_theory", "ch3c_log_scale_growth"),), {"log": HOLDS, "faster": FAILS}, "fig-3c-log",
+          Finding("margin", "The book's margin law, a needed dimension of order log n when the logit scale grows "
+                  "like c ln n", "optimised query and key codes for a permutation, mean target mass 0.9")),
     _paper("Random attention at initialization stays under the barrier.",
            "hardmax rank of randomly initialised heads; several input distributions and scales",
            (("04_random_attention", "ch4_hard_exceedance"),), {"never": HOLDS, "exceeds": FAILS}, "fig-ch4-hardmax"),
@@ -142,12 +159,25 @@ RULES: tuple[Rule, ...] = (
            r"SVD truncation of every head's $W_q W_k^\top$ in the trained text and image models of chapter 6 (loss "
            "within 1 %, no fine-tuning) and in all-MiniLM-L6-v2 (output cosine 0.99), against "
            r"$\lceil \log_2 n \rceil$ dimensions",
-           (("07_model_reduction", "ch7_redundancy"),), SOME, "fig-ch7-compression"),
+           (("07_model_reduction", "ch7_redundancy"),), SOME, "fig-ch7-compression",
+           Finding("redundancy", "The paper's redundancy of head dimension beyond about log n",
+                   "SVD truncation of trained heads and of all-MiniLM-L6-v2, against ceil(log2 n) dimensions")),
     _paper(r"The head dimension a trained model needs grows only like $\log n$.",
            "small transformers trained on synthetic tasks with known attention patterns; the saturation width of the "
            "accuracy per $n$, fitted against $n$ per task, robust to a seed left out and a grid step",
            (("05_trained_synthetic", "verdicts"),),
-           {"log": HOLDS, "linear": FAILS, "sqrt": FAILS, "full": FAILS}, "fig-ch5-fits"),
+           {"log": HOLDS, "linear": FAILS, "sqrt": FAILS, "full": FAILS}, "fig-ch5-fits",
+           Finding("trained_width", "The paper's claim that a trained head needs a width growing only like log n",
+                   "smallest d_qk meeting the accuracy bar on synthetic tasks, fitted against n, robust to a seed "
+                   "left out and a grid step")),
+    _paper("Learning performance saturates at the same head dimension as the rank.",
+           "small transformers trained on character text and MNIST patches (chapter 6); the loss and the hardmax and "
+           "numerical ranks by one saturation rule, 95 % intervals over seeds, robust to a seed left out and a grid "
+           "step",
+           (("06_real_data", "ch6_together_hardmax"), ("06_real_data", "ch6_together_numerical")),
+           {"together": HOLDS, "loss_later": FAILS, "rank_later": FAILS}, "fig-ch6-rank",
+           Finding("together", "The paper's claim that the loss saturates where the rank does",
+                   "validation loss against hardmax and numerical rank of trained heads on text and images")),
     _book("Trained heads on synthetic tasks stay under the barrier.",
           "hardmax rank of every head of the trained models of chapter 5, against $0.63 n$",
           (("05_trained_synthetic", "ch5_ceiling_verdict"),),
@@ -212,17 +242,36 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(rows: list[Row], figures: dict) -> str:
-    """The ledger as a MyST table; `figures` maps a notebook to its figure names, so a row links its figure with
-    {numref} when the chapter has it and the chapter page otherwise (a renamed figure never breaks the build)."""
+def markdown_table(rows: list[Row], figures: dict, first: int = 1) -> str:
+    """The ledger as a MyST table, rows numbered from `first`; `figures` maps a notebook to its figure names, so a
+    row links its figure with {numref} when the chapter has it and the chapter page otherwise (a renamed figure
+    never breaks the build)."""
     lines = ["| | Claim | Tested under | Status | Evidence | Shown in |", "|---|---|---|---|---|---|"]
-    for i, row in enumerate(rows, 1):
+    for i, row in enumerate(rows, first):
         rule = row.rule
         link = (f"{{numref}}`{rule.figure}`" if rule.figure in figures.get(rule.notebook, ())
                 else f"{{doc}}`{rule.notebook}`")
-        lines.append(f"| {i} | {_cell(rule.claim)} ({rule.source}) | {_cell(rule.conditions)} | "
+        lines.append(f"| {i} | {_cell(rule.claim)} | {_cell(rule.conditions)} | "
                      f"**{row.verdict.outcome}** | {_cell(row.verdict.sentence)} | {link} |")
     return "\n".join(lines)
+
+
+STATUS_VERBS = {HOLDS: "holds", FAILS: "fails", CONDITIONAL: "holds only under stated conditions",
+                UNTESTABLE: "is untestable at this budget", NOT_RUN: "was not run in this build"}
+
+
+def finding_sentence(row: Row) -> str:
+    """The introduction's sentence for a row with a finding: its lead, its status, the condition and the chapter's
+    own evidence (with its numbers), e.g. "The paper's low-rank barrier ... holds (hardmax rank of ...): 24 of 24
+    (n, d_h) points ...". Plain text."""
+    finding = row.rule.finding
+    if finding is None:
+        raise ValueError(f"the row {row.rule.claim!r} has no finding")
+    sentences = row.verdict.evidence.get("sentences") or [row.verdict.sentence.rstrip(".")]
+    more = len(sentences) - 1        # the introduction quotes the first verdict; the ledger row has them all
+    evidence = sentences[0]
+    tail = f" ({more} more {'verdict' if more == 1 else 'verdicts'} in the claims ledger)" if more else ""
+    return f"{finding.lead} {STATUS_VERBS[row.verdict.outcome]} ({finding.condition}): {evidence}{tail}."
 
 
 def tally_sentence(tally: dict) -> str:

@@ -379,14 +379,15 @@ def _knee_points(n, knees, replicates):
     return n[ok], y[ok], reps[np.all(np.isfinite(reps) & (reps > 0), axis=1)]
 
 
-def knee_verdict(n, knees, replicates, grid) -> "Verdict":
+def knee_verdict(n, knees, replicates, grid, subject: str = "the knee", points_word: str = "knees") -> "Verdict":
     """The growth verdict of knees (saturation points of random-key curves, chapters 03 and 03b).
 
     n, knees `(m,)`; replicates `(B, m)`: the knee of every bootstrap resample of the trials at each n; grid: the
     d_h values the knees were read between. The KNEE_FORMS are fitted with the log loss; the outcome is
     `knee_outcome`, recomputed with each knee moved to each of its grid neighbours (`helpers.robust`): a flip makes
     it "untestable at this budget". The Monte Carlo variation of the trials is in the bootstrap itself. Needs
-    VERDICT_MIN_POINTS knees.
+    VERDICT_MIN_POINTS knees. Every sentence starts with `subject` ("the knee grows like log n ..."); `points_word`
+    names what was counted ("knees").
     """
     from . import robust
     from .english import join
@@ -397,8 +398,8 @@ def knee_verdict(n, knees, replicates, grid) -> "Verdict":
             f"as good as the best while the 95 % bootstrap interval of its excess loss reaches 0; order log n when "
             f"only a + b log n is as good as the best, faster when it is worse than the best")
     if len(n) < VERDICT_MIN_POINTS or len(reps) < 2:
-        return Verdict("untestable", f"cannot be judged on this grid (it needs {VERDICT_MIN_POINTS} knees on the "
-                       f"grid and has {len(n)})", rule, {"points": int(len(n)), "best_form": None})
+        return Verdict("untestable", f"{subject} cannot be judged on this grid, which has {len(n)} {points_word} where "
+                       f"a growth verdict needs {VERDICT_MIN_POINTS}", rule, {"points": int(len(n)), "best_form": None})
     boot = bootstrap_forms(n, y, reps, loss="log", forms=KNEE_FORMS, decide=KNEE_FORMS)
     outcome = knee_outcome(boot)
     perturbed = []
@@ -410,14 +411,14 @@ def knee_verdict(n, knees, replicates, grid) -> "Verdict":
     span = f"over n from {int(n.min()):,} to {int(n.max()):,} ({len(n)} knees)"
     others = [f for f in boot.indistinguishable if f != boot.best]
     if outcome == "log":
-        sentence = (f"grows like log n {span}: of the three forms fitted with one loss, only "
+        sentence = (f"{subject} grows like log n {span}: of the three forms fitted with one loss, only "
                     f"{KNEE_WORDS['log']} fits as well as the best in a bootstrap over the trials")
     elif outcome == "faster":
-        sentence = (f"grows faster than linearly in log n {span}: {KNEE_WORDS[boot.best]} fits best and "
+        sentence = (f"{subject} grows faster than linearly in log n {span}: {KNEE_WORDS[boot.best]} fits best and "
                     f"{KNEE_WORDS['log']} fits worse in a bootstrap over the trials, so the data support the paper's "
                     "lower bound of order log n, but not a knee that grows only like log n")
     else:
-        sentence = (f"cannot tell log n from faster growth {span}: {KNEE_WORDS[boot.best]} fits best, but "
+        sentence = (f"{subject} does not decide between log n and faster growth {span}: {KNEE_WORDS[boot.best]} fits best, but "
                     f"{join([KNEE_WORDS[f] for f in others])} fit{'s' if len(others) == 1 else ''} as well within a "
                     "bootstrap over the trials")
     evidence = {"best_form": KNEE_LABELS[boot.best], "indistinguishable": [KNEE_LABELS[f] for f in
@@ -425,7 +426,5 @@ def knee_verdict(n, knees, replicates, grid) -> "Verdict":
                 "points": int(len(n)), "replicates": int(boot.replicates),
                 "rms_log": {KNEE_LABELS[f]: math.sqrt(boot.point[f].loss) for f in KNEE_FORMS}}
     words = {"log": "growth of order log n", "faster": "growth faster than log n"}
-    judged = robust.Robustness.of(outcome, perturbed).apply(Verdict(outcome, sentence, rule, evidence), words=words)
-    if judged.outcome != outcome:      # the sentence reads on from "the knee ...", like the others
-        judged = Verdict(judged.outcome, "is " + judged.sentence, judged.rule, judged.evidence)
-    return judged
+    return robust.Robustness.of(outcome, perturbed).apply(Verdict(outcome, sentence, rule, evidence),
+                                                          subject=subject, words=words)

@@ -257,7 +257,8 @@ def _fits(P, result) -> None:
         result.frames[f"ch3_{definition}_trend"] = trend
         gk = knees[(knees.series == GAUSS) & (knees.definition == definition)].sort_values("n")
         reps = np.stack([result.data["knee_replicates"][i] for i in gk.index], axis=1)    # (resamples, n)
-        result.verdict(f"ch3_verdict_{definition}", scaling.knee_verdict(gk.n, gk.knee, reps, P.D_HEADS))
+        result.verdict(f"ch3_verdict_{definition}", scaling.knee_verdict(gk.n, gk.knee, reps, P.D_HEADS,
+                                                                                  subject=f"the {definition} knee"))
         result.quote(f"ch3_{definition}_points", int(gk.knee.notna().sum()), "d")
         for key, column, fmt in (("norm", "predicted_norm", ".2f"), ("hull", "predicted_hull", ".1f")):
             ratio = (gk.knee / gk[column]).dropna()

@@ -302,7 +302,8 @@ def _verdicts(P, result, bridge) -> None:
         exponent, float(big.n.min()) if len(big) else math.nan, float(big.n.max()) if len(big) else math.nan))
     gk = knees[(knees["keys"] == "gaussian") & (knees.eps == _eps_mid(P))].sort_values("n")
     reps = np.stack([result.data["knee_replicates"][i] for i in gk.index], axis=1)    # (resamples, n)
-    result.verdict("ch3b_knee_growth", scaling.knee_verdict(gk.n, gk.knee, reps, P.D_HEADS))
+    result.verdict("ch3b_knee_growth", scaling.knee_verdict(gk.n, gk.knee, reps, P.D_HEADS,
+                                                            subject="the measured knee (Gaussian keys)"))
     result.quote("ch3b_exponent", exponent, ".2f")
 
 

@@ -117,6 +117,12 @@ def divergence_verdict(codes: pd.DataFrame, L: float, eps: float, d_max: int) ->
                    rule, evidence)
 
 
+def span_text(low, high, digits: int = 3) -> str:
+    """"0.65 to 0.89", or one number when both ends agree at the digits shown."""
+    a, b = number(float(low), digits), number(float(high), digits)
+    return a if a == b else f"{a} to {b}"
+
+
 def summary_table(codes: pd.DataFrame) -> pd.DataFrame:
     """Optimised d* per n (rows) and permutation series (columns), as "d* (lower bound to random code)" text:
     the seeds' range where they differ, "–" where no d up to d_max reached, "∞" for an infinite random code."""
@@ -128,7 +134,8 @@ def summary_table(codes: pd.DataFrame) -> pd.DataFrame:
         rand = part.d_rand.iloc[0]
         upper = "∞" if not np.isfinite(rand) else number(math.ceil(rand))
         rows.setdefault(int(n), {})[series] = f"{found} ({number(part.d_lower.iloc[0])} to {upper})"
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("n")
+    order = sorted({s for r in rows.values() for s in r}, key=lambda s: (s.endswith("ln n"), len(s), s))
+    return pd.DataFrame.from_dict(rows, orient="index")[order].rename_axis("n")
 
 
 # ------------------------------------------------------------------------------------------------ the chapter
@@ -157,14 +164,14 @@ def _monte_carlo(P, result) -> None:
     mgf = run_sweep("ch3c_mgf", mgf_point, [{"d": d, "L": L, "samples": P.MGF_SAMPLES} for d, L in MGF_CASES],
                     seeds=[P.SEED])
     result.frames["mgf"] = mgf
-    result.verdict("ch3c_mgf_verdict", agreement_verdict(mgf, "the closed form 0F1(; d/2; L²/4)"))
+    result.verdict("ch3c_mgf_verdict", agreement_verdict(mgf, "the closed form of the moment generating function"))
     rc = run_sweep("ch3c_random_code", random_code_point, [{"n": n, "L": L, "eps": P.EPS, "codes": P.CODES}
                                                            for n in RANDOM_CODE_N for L in P.L_VALUES],
                    seeds=[P.SEED])
     rc = rc[rc.d.notna()].copy()
     result.frames["random_code"] = rc
     table = pd.DataFrame({"mc": rc.ratio, "exact": rc.formula_ratio, "se": rc.ratio_se})
-    result.verdict("ch3c_random_code_ratio", agreement_verdict(table, "the off-target ratio (n - 1) e^{-L} M_d(L)"))
+    result.verdict("ch3c_random_code_ratio", agreement_verdict(table, "the law's off-target ratio of random codes"))
     short = rc[rc.mass + 3 * rc.mass_se < 1 - P.EPS]
     result.verdict("ch3c_random_code_mass", Verdict(
         "holds" if short.empty else "fails",
@@ -210,17 +217,19 @@ def _codes(P, result) -> None:
     values = log_series.to_numpy()
     reps = np.stack([np.nanmean(values[gen.integers(0, len(values), len(values)), :], axis=0) for _ in range(200)])
     result.verdict("ch3c_log_scale_growth", scaling.knee_verdict(ns, np.nanmean(values, axis=0), reps,
-                                                                 np.arange(1, P.D_MAX + 1)))
+                                                                 np.arange(1, P.D_MAX + 1),
+                                                                 subject="the optimised dimension",
+                                                                 points_word="sequence lengths"))
     ratio = codes[codes.d_star.notna() & np.isfinite(codes.d_rand) & (codes.pattern == "permutation")]
     ratio = ratio.d_star / np.ceil(ratio.d_rand)
-    result.quote("ch3c_ratio_range", join([number(float(ratio.min()), 2), number(float(ratio.max()), 2)], "to"))
+    result.quote("ch3c_ratio_range", span_text(ratio.min(), ratio.max(), 2))
     low = codes[codes.d_star.notna() & (codes.pattern != "tied")]
     tied = codes[codes.pattern == "tied"]
     free = codes[(codes.pattern == "permutation") & (codes.L == PATTERN_L)].groupby("n").d_star.mean()
     tied_ratio = (tied.groupby("n").d_star.mean() / free).dropna()
-    result.quote("ch3c_tied_ratio", join([number(float(tied_ratio.min()), 2), number(float(tied_ratio.max()), 2)],
-                                         "to") if len(tied_ratio) else "not measured")
+    result.quote("ch3c_tied_ratio", span_text(tied_ratio.min(), tied_ratio.max(), 2) if len(tied_ratio)
+                 else "not measured")
     result.data["summary"] = summary_table(codes)
-    result.quote("ch3c_tied_range", join([number(float(tied.d_star.min())), number(float(tied.d_star.max()))], "to")
+    result.quote("ch3c_tied_range", span_text(tied.d_star.min(), tied.d_star.max())
                  if tied.d_star.notna().any() else "beyond the largest dimension tried")
     result.quote("ch3c_lower_gap", number(float((low.d_star / low.d_lower.clip(lower=1)).median()), 2))

@@ -59,3 +59,31 @@ def test_page_renders_offline(open_page, entry):
     assert state["emptyGlue"] == 0, "empty glue in the page"
     assert not errors, f"console errors: {errors}"
     assert not outside, f"requests left the machine: {outside}"
+
+
+def test_introduction_states_each_finding_as_the_ledger_decided_it(open_page, built_book):
+    """Each finding on the introduction is the ledger's status for its row, with its condition and a number."""
+    import json
+
+    from helpers import ledger
+
+    recorded = json.loads((built_book.parent.parent / "book" / "_metrics" / "98_claims_ledger.json").read_text()
+                          if (built_book.parent.parent / "book" / "_metrics").exists() else "{}")
+    page = open_page("book/intro")
+    items = page.evaluate("""() => Array.from(document.querySelectorAll('main li'))
+        .filter(li => li.querySelector('.pasted-text, .pasted-inline')).map(li => li.innerText)""")
+    findings = [r.finding for r in ledger.RULES if r.finding is not None]
+    assert len(items) == len(findings) >= 5
+    by_key = {f["key"]: f for f in recorded.get("values", {}).get("findings", [])}
+    if recorded:
+        assert set(by_key) == {f.key for f in findings}, "the ledger records every finding the introduction shows"
+    for finding in findings:
+        shown = [t for t in items if t.startswith(finding.lead)]
+        assert len(shown) == 1, f"the introduction states the finding {finding.key!r} once"
+        text = shown[0]
+        assert finding.condition in text, finding.key
+        assert any(ch.isdigit() for ch in text.split(finding.condition, 1)[1]), f"{finding.key} states no number"
+        status = text[len(finding.lead):].strip()
+        assert any(status.startswith(v) for v in ledger.STATUS_VERBS.values()), (finding.key, status[:60])
+        if finding.key in by_key:   # the metrics of the build that made this page
+            assert status.startswith(ledger.STATUS_VERBS[by_key[finding.key]["status"]]), finding.key

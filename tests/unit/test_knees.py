@@ -74,7 +74,7 @@ def test_knee_verdict_names_the_form_the_knees_were_made_from(make_knees, expect
     assert verdict.outcome in (expected, "untestable")
     if verdict.outcome == "untestable":      # only a grid step may have undone it, and the sentence says which
         assert "moved from" in verdict.sentence and verdict.evidence["undecided_outcome"] == expected
-    assert verdict.sentence.startswith(("grows", "is untestable", "cannot"))
+    assert verdict.sentence.startswith(("the knee grows", "the knee is untestable", "the knee does not decide"))
 
 
 def test_knee_verdict_is_decided_on_a_fine_grid_and_undecided_when_a_grid_step_flips_it():
@@ -90,14 +90,14 @@ def test_knee_verdict_is_decided_on_a_fine_grid_and_undecided_when_a_grid_step_f
 def test_knee_verdict_is_untestable_when_the_bootstrap_cannot_tell_the_forms_apart():
     knees = 2.0 + 3.0 * np.log(N)
     verdict = scaling.knee_verdict(N, knees, replicates_of(knees, 0.3), np.arange(1, 200))
-    assert verdict.outcome == "untestable" and verdict.sentence.startswith("cannot tell log n from faster growth")
+    assert verdict.outcome == "untestable" and verdict.sentence.startswith("the knee does not decide between log n and faster growth")
     assert len(verdict.evidence["indistinguishable"]) >= 2
 
 
 def test_knee_verdict_needs_four_knees_and_drops_nan_knees():
     knees = np.array([3.0, 4.0, 5.0, np.nan, np.nan, np.nan, np.nan])
     verdict = scaling.knee_verdict(N, knees, replicates_of(np.nan_to_num(knees, nan=1.0), 0.01), GRID)
-    assert verdict.outcome == "untestable" and "has 3" in verdict.sentence
+    assert verdict.outcome == "untestable" and "which has 3 knees where a growth verdict needs 4" in verdict.sentence
     with pytest.raises(ArgumentError, match="replicates"):
         scaling.knee_verdict(N, knees, np.ones((10, 3)), GRID)
 

@@ -153,3 +153,14 @@ def test_ledger_page_runs_after_the_chapters_and_reruns_when_their_metrics_chang
     assert book.fingerprint(ledger_page, "quick", {}) == before
     (tmp_path / "02_low_rank_barrier.json").write_text('{"values": {"x": 2}}')  # a chapter's metrics: re-run
     assert book.fingerprint(ledger_page, "quick", {}) != before
+
+
+def test_finding_sentence_quotes_the_first_verdict_and_counts_the_rest():
+    rule = next(r for r in ledger.RULES if r.finding is not None and len(r.verdicts) > 1)
+    values = {key: {"outcome": next(iter(rule.statuses)), "sentence": f"sentence {i}; with a clause."}
+              for i, key in enumerate(rule.verdicts)}
+    row = ledger.Row(rule, ledger.judge(rule, values))
+    text = ledger.finding_sentence(row)
+    assert text.startswith(rule.finding.lead) and rule.finding.condition in text
+    assert "sentence 0; with a clause" in text and "sentence 1" not in text
+    assert f"({len(rule.verdicts) - 1} more verdict" in text and text.endswith(".")
