@@ -95,7 +95,8 @@ def judge(rule: Rule, values: dict) -> Verdict:
     statuses = [UNTESTABLE if o == "untestable" else rule.statuses[o] for _, o, _ in found]
     evidence = "; ".join(_sentence(sentence) for _, _, sentence in found)
     return Verdict(combine(statuses), evidence, LEDGER_RULE,
-                   {"outcomes": {name: o for name, o, _ in found}, "sentences": [_sentence(t) for _, _, t in found]})
+                   {"outcomes": {name: o for name, o, _ in found}, "sentences": [_sentence(t) for _, _, t in found],
+                    "statuses": statuses})
 
 
 def _paper(claim, conditions, verdicts, statuses, figure, finding=None) -> Rule:
@@ -261,15 +262,19 @@ STATUS_VERBS = {HOLDS: "holds", FAILS: "fails", CONDITIONAL: "holds only under s
 
 
 def finding_sentence(row: Row) -> str:
-    """The introduction's sentence for a row with a finding: its lead, its status, the condition and the chapter's
-    own evidence (with its numbers), e.g. "The paper's low-rank barrier ... holds (hardmax rank of ...): 24 of 24
+    """The introduction's sentence for a row with a finding: its lead, its status, the condition and the evidence
+    of the chapter verdict that decided the status (with its numbers), e.g. "The paper's low-rank barrier ... holds (hardmax rank of ...): 24 of 24
     (n, d_h) points ...". Plain text."""
     finding = row.rule.finding
     if finding is None:
         raise ValueError(f"the row {row.rule.claim!r} has no finding")
     sentences = row.verdict.evidence.get("sentences") or [row.verdict.sentence.rstrip(".")]
-    more = len(sentences) - 1        # the introduction quotes the first verdict; the ledger row has them all
-    evidence = sentences[0]
+    statuses = row.verdict.evidence.get("statuses") or [row.verdict.outcome]
+    # the introduction quotes one verdict, the first that decided the row's status (else the first); the ledger
+    # row has them all
+    deciding = [text for text, status in zip(sentences, statuses) if status == row.verdict.outcome]
+    evidence = (deciding or sentences)[0]
+    more = len(sentences) - 1
     tail = f" ({more} more {'verdict' if more == 1 else 'verdicts'} in the claims ledger)" if more else ""
     return f"{finding.lead} {STATUS_VERBS[row.verdict.outcome]} ({finding.condition}): {evidence}{tail}."
 

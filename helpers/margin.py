@@ -4,7 +4,7 @@ when its logits are bounded by the logit scale L.
 Definitions used by the whole book (chapter 03c and every chapter that measures a trained head):
 
     logit scale L      the largest |q . k| of a head after its own scaling (1/sqrt(d_h) included): `logit_scale`
-    target mass        the softmax mass a row puts on its target key(s); the headline is the mean over rows, the
+    target mass        the softmax mass a row puts on its target keys; the headline is the mean over rows, the
                        minimum over rows is reported beside it: `target_mass`
     eps                the mass allowed off target, EPS = 0.1 unless a chapter says otherwise
 

@@ -164,3 +164,12 @@ def test_finding_sentence_quotes_the_first_verdict_and_counts_the_rest():
     assert text.startswith(rule.finding.lead) and rule.finding.condition in text
     assert "sentence 0; with a clause" in text and "sentence 1" not in text
     assert f"({len(rule.verdicts) - 1} more verdict" in text and text.endswith(".")
+
+
+def test_finding_sentence_quotes_the_verdict_that_decided_the_status():
+    rule = next(r for r in ledger.RULES if r.finding is not None and len(r.verdicts) > 1)
+    decided = next(iter(rule.statuses))
+    values = {key: {"outcome": "untestable" if i == 0 else decided, "sentence": f"sentence {i}"}
+              for i, key in enumerate(rule.verdicts)}
+    text = ledger.finding_sentence(ledger.Row(rule, ledger.judge(rule, values)))
+    assert "sentence 1" in text and "sentence 0" not in text
