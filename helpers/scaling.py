@@ -398,8 +398,8 @@ def knee_verdict(n, knees, replicates, grid, subject: str = "the knee", points_w
             f"as good as the best while the 95 % bootstrap interval of its excess loss reaches 0; order log n when "
             f"only a + b log n is as good as the best, faster when it is worse than the best")
     if len(n) < VERDICT_MIN_POINTS or len(reps) < 2:
-        return Verdict("untestable", f"{subject} cannot be judged on this grid, which has {len(n)} {points_word} where "
-                       f"a growth verdict needs {VERDICT_MIN_POINTS}", rule, {"points": int(len(n)), "best_form": None})
+        return Verdict("untestable", f"{subject} cannot be judged with {len(n)} {points_word} (a verdict "
+                       f"needs {VERDICT_MIN_POINTS})", rule, {"points": int(len(n)), "best_form": None})
     boot = bootstrap_forms(n, y, reps, loss="log", forms=KNEE_FORMS, decide=KNEE_FORMS)
     outcome = knee_outcome(boot)
     perturbed = []

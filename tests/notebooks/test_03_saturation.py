@@ -84,6 +84,6 @@ def test_verdict_and_mechanism_numbers_are_glued(metrics):
         if verdict["outcome"] == "faster":
             assert best != "a + b log n"
     else:   # quick mode: 3 values of n cannot decide a growth form
-        assert verdict["outcome"] == "untestable" and "a growth verdict needs 4" in verdict["sentence"]
+        assert verdict["outcome"] == "untestable" and "a verdict needs 4" in verdict["sentence"]
     assert v["ch3_hull_bound_ok"]["outcome"] == "holds"
     assert v["ch3_loose_vs_hull"] > 1.5, "the knee is well above what the hull mechanism needs"

@@ -97,7 +97,7 @@ def test_knee_verdict_is_untestable_when_the_bootstrap_cannot_tell_the_forms_apa
 def test_knee_verdict_needs_four_knees_and_drops_nan_knees():
     knees = np.array([3.0, 4.0, 5.0, np.nan, np.nan, np.nan, np.nan])
     verdict = scaling.knee_verdict(N, knees, replicates_of(np.nan_to_num(knees, nan=1.0), 0.01), GRID)
-    assert verdict.outcome == "untestable" and "which has 3 knees where a growth verdict needs 4" in verdict.sentence
+    assert verdict.outcome == "untestable" and "cannot be judged with 3 knees (a verdict needs 4)" in verdict.sentence
     with pytest.raises(ArgumentError, match="replicates"):
         scaling.knee_verdict(N, knees, np.ones((10, 3)), GRID)
 
