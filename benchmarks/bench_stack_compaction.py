@@ -14,7 +14,7 @@ import torch
 
 from helpers.experiments import ch05_training as training
 
-RECIPE = training.Recipe(d_model=32, d_value=16, steps=2000, eval_every=50, patience=6, tolerance=0.005)
+RECIPE = training.CellSpec(d_model=32, d_value=16, steps=2000, eval_every=50, patience=6, tolerance=0.005)
 
 
 def run(task, n, d_qk, compact):

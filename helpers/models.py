@@ -22,6 +22,9 @@ training) and "explicit" (softmax probabilities materialised). Logits are `scale
 so a sweep over d_head can hold the value path and its parameter count fixed. The fused projection `qkv`
 holds, row-block by row-block, W_q `(heads d_head, d_model)`, W_k (same) and W_v `(heads d_value, d_model)`.
 `helpers.capture` reads the probabilities without changing the output.
+
+The modules here only hold the parameters (under the names the trainer and the stored weights use); the
+computation is `helpers.forward`, the one forward pass of the book, which a model runs as a stack of one.
 """
 
 import math
@@ -29,9 +32,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from . import forward as forward_pass
 from .attention import sinusoidal_table
 from .errors import ArgumentError
 
@@ -40,7 +43,7 @@ NORMS = ("pre", "post", "none")
 TASKS = ("lm", "classify", "features")
 POOLS = ("mean", "last")
 ACTIVATIONS = ("gelu", "relu")
-PATHS = ("fast", "explicit")
+PATHS = forward_pass.PATHS
 
 
 def _positive_int(name, value):
@@ -90,7 +93,6 @@ class ModelConfig:
     channels: int = 1
     n_classes: int | None = None
     pool: str = "mean"  # classify: "mean" over positions or the "last" position
-    dropout: float = 0.0
     bias: bool = True
     attention: str = "fast"  # default path: "fast" or "explicit"
     d_value: int | None = None  # value/output width per head; None: the query/key width (head_dim)
@@ -110,8 +112,6 @@ class ModelConfig:
         _optional_positive_number("temperature", self.temperature)
         if self.scale is not None and self.temperature is not None:
             raise ArgumentError("temperature", self.temperature, "None when scale is given (set one of them)")
-        if not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
-            raise ArgumentError("dropout", self.dropout, "a number in [0, 1)")
         if self.d_head is None and self.d_model % self.n_heads:
             raise ArgumentError("d_head", None, f"an explicit d_head, since d_model={self.d_model} is not divisible "
                                  f"by n_heads={self.n_heads}")
@@ -188,126 +188,59 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return device
 
 
-class Rotary(nn.Module):
-    """Rotary position embedding (rotate-half form) applied to `(batch, heads, n, d_head)`."""
-
-    def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
-        super().__init__()
-        inv = 1.0 / base ** (torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
-        angles = torch.arange(max_len, dtype=torch.float32)[:, None] * inv  # (max_len, d_head / 2)
-        angles = torch.cat([angles, angles], dim=-1)
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n = x.shape[-2]
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * self.cos[:n] + rotated * self.sin[:n]
+def rotary_tables(d_head: int, max_len: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin `(max_len, d_head)` of rotary positions in the rotate-half form (each half repeats the angles)."""
+    inv = 1.0 / base ** (torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
+    angles = torch.arange(max_len, dtype=torch.float32)[:, None] * inv  # (max_len, d_head / 2)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention with `n_heads` heads of query/key width `d_head` and value width `d_value`.
+    """The parameters of one layer's heads: `qkv` and `out`, plus how the forward pass runs that layer.
 
-    `path` chooses "fast" (SDPA) or "explicit"; `probe`, when set (by `helpers.capture`), is called with the
-    probabilities `(batch, heads, n, n)` and the output is left exactly as the path computes it.
+    `scale` is the factor on q.k, `path` "fast" (SDPA) or "explicit"; `probe`, when set (by `helpers.capture`),
+    is called with the probabilities `(batch, heads, n, n)` (see `helpers.forward`).
     """
 
-    def __init__(self, cfg: ModelConfig, rotary: Rotary | None):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.d_head, self.d_value = cfg.n_heads, cfg.head_dim, cfg.value_dim
         self.scale, self.causal = cfg.attn_scale, cfg.causal
         self.qkv = nn.Linear(cfg.d_model, cfg.n_heads * (2 * cfg.head_dim + cfg.value_dim), bias=cfg.bias)
         self.out = nn.Linear(cfg.n_heads * cfg.value_dim, cfg.d_model, bias=cfg.bias)
-        self.rotary = rotary
         self.path = cfg.attention
         self.probe = None
 
-    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys `(batch, heads, n, d_head)` and values `(batch, heads, n, d_value)`, rotary applied."""
-        b, n, _ = x.shape
-        width = self.n_heads * self.d_head
-        q, k, v = self.qkv(x).split([width, width, self.n_heads * self.d_value], dim=-1)
-        q, k, v = (t.reshape(b, n, self.n_heads, -1).transpose(1, 2) for t in (q, k, v))
-        if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
-        return q, k, v
-
-    def probabilities(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """softmax(scale q k^T [+ causal mask]): `(batch, heads, n, n)`."""
-        logits = (q @ k.transpose(-1, -2)) * self.scale
-        if self.causal:
-            n = q.shape[-2]
-            mask = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
-            logits = logits.masked_fill(mask, float("-inf"))
-        return torch.softmax(logits, dim=-1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, n, _ = x.shape
-        q, k, v = self.heads(x)
-        if self.path == "explicit":
-            probs = self.probabilities(q, k)
-            if self.probe is not None:
-                self.probe(probs.detach())
-            mixed = probs @ v
-        else:
-            if self.probe is not None:
-                with torch.no_grad():
-                    self.probe(self.probabilities(q.detach(), k.detach()))
-            mixed = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, scale=self.scale)
-        return self.out(mixed.transpose(1, 2).reshape(b, n, self.n_heads * self.d_value))
-
 
 class Block(nn.Module):
-    """Attention then optional MLP, each with optional residual and pre/post/no LayerNorm."""
+    """The parameters of one layer: attention, optional MLP (`mlp.0`, `mlp.2`) and LayerNorms `norm1`, `norm2`."""
 
-    def __init__(self, cfg: ModelConfig, rotary: Rotary | None):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.norm_kind, self.residual = cfg.norm, cfg.residual
-        self.attn = Attention(cfg, rotary)
+        self.attn = Attention(cfg)
         self.norm1 = nn.LayerNorm(cfg.d_model) if cfg.norm != "none" else nn.Identity()
-        self.mlp = None
         if cfg.mlp:
             hidden = cfg.d_mlp or 4 * cfg.d_model
             act = nn.GELU() if cfg.activation == "gelu" else nn.ReLU()
             self.mlp = nn.Sequential(nn.Linear(cfg.d_model, hidden, bias=cfg.bias), act,
                                      nn.Linear(hidden, cfg.d_model, bias=cfg.bias))
             self.norm2 = nn.LayerNorm(cfg.d_model) if cfg.norm != "none" else nn.Identity()
-        self.drop = nn.Dropout(cfg.dropout)
-
-    def _sub(self, x, layer, norm):
-        if self.norm_kind == "pre":
-            y = self.drop(layer(norm(x)))
-            return x + y if self.residual else y
-        y = self.drop(layer(x))
-        return norm(x + y if self.residual else y)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self._sub(x, self.attn, self.norm1)
-        if self.mlp is not None:
-            x = self._sub(x, self.mlp, self.norm2)
-        return x
 
 
 class PatchEmbedding(nn.Module):
-    """Images `(batch, C, S, S)` or `(batch, S, S)` -> patch vectors `(batch, (S/p)^2, d_model)`, row-major."""
+    """The patch projection `proj` (a convolution of stride p): images -> patch vectors, row-major."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.image_size, self.channels = cfg.image_size, cfg.channels
         self.proj = nn.Conv2d(cfg.channels, cfg.d_model, cfg.patch_size, stride=cfg.patch_size, bias=cfg.bias)
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        if images.ndim == 3:
-            images = images.unsqueeze(1)
-        if images.shape[1:] != (self.channels, self.image_size, self.image_size):
-            raise ValueError(f"images must be (batch, {self.channels}, {self.image_size}, {self.image_size}); "
-                             f"got {tuple(images.shape)}")
-        return self.proj(images).flatten(2).transpose(1, 2)
 
 
 class Transformer(nn.Module):
-    """Embedding -> positions -> `n_layers` blocks -> final norm (pre-LN) -> task head. See the module doc."""
+    """Embedding -> positions -> `n_layers` blocks -> final norm (pre-LN) -> task head. See the module doc.
+
+    The modules hold the parameters; the computation is `helpers.forward`, run as a stack of one model.
+    """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -323,8 +256,10 @@ class Transformer(nn.Module):
         else:
             table = sinusoidal_table(cfg.max_len, cfg.d_model, dtype=torch.float32) if cfg.pos == "sinusoidal" else None
             self.register_buffer("pos_table", table, persistent=False)
-        rotary = Rotary(cfg.head_dim, cfg.max_len) if cfg.pos == "rope" else None
-        self.blocks = nn.ModuleList(Block(cfg, rotary) for _ in range(cfg.n_layers))
+        cos, sin = rotary_tables(cfg.head_dim, cfg.max_len) if cfg.pos == "rope" else (None, None)
+        self.register_buffer("rotary_cos", cos, persistent=False)
+        self.register_buffer("rotary_sin", sin, persistent=False)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
         self.head = None
         if cfg.task == "lm":
@@ -344,29 +279,32 @@ class Transformer(nn.Module):
             attn.path = path
         return self
 
-    def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        """Final hidden states `(batch, n, d_model)` for any input kind."""
+    def layout(self) -> forward_pass.Layout:
+        """This model as a stack of one for `helpers.forward`: its scales, tables, paths and probes now."""
+        weight = self.blocks[0].attn.qkv.weight
+        scales = torch.tensor([[attn.scale for attn in self.attentions]], dtype=weight.dtype, device=weight.device)
+        rotary = None if self.rotary_cos is None else (self.rotary_cos[None], self.rotary_sin[None])
+        return forward_pass.Layout(self.cfg, scales, rotary, self.pos_table if self.cfg.pos == "sinusoidal" else None,
+                                   tuple(a.path for a in self.attentions), tuple(a.probe for a in self.attentions))
+
+    def _run(self, x: torch.Tensor, run) -> torch.Tensor:
         if self.cfg.vocab_size is not None and x.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"token inputs must be integer tensors (batch, n); got dtype {x.dtype}")
-        h = self.embed(x)
-        n = h.shape[1]
-        if n > self.cfg.max_len:
-            raise ValueError(f"sequence length {n} exceeds max_len={self.cfg.max_len}; build with a larger max_len")
-        if self.pos_table is not None:
-            h = h + self.pos_table[:n]
-        for block in self.blocks:
-            h = block(h)
-        return self.final_norm(h)
+        params = {name: p.unsqueeze(0) for name, p in self.named_parameters()}  # views: gradients reach self
+        out = run(params, self.layout(), x.unsqueeze(0))
+        return out if isinstance(out, list) else out[0]
+
+    def layer_states(self, x: torch.Tensor) -> torch.Tensor:
+        """Token states entering block 0 and leaving every block: `(n_layers + 1, batch, n, d_model)`."""
+        return torch.stack(self._run(x, forward_pass.stream))[:, 0]
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        """Final hidden states `(batch, n, d_model)` for any input kind."""
+        return self._run(x, forward_pass.hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits `(batch, n, vocab)` ("lm"), `(batch, n_classes)` ("classify") or hidden states ("features")."""
-        h = self.hidden(x)
-        if self.cfg.task == "lm":
-            return self.head(h)
-        if self.cfg.task == "classify":
-            pooled = h.mean(dim=1) if self.cfg.pool == "mean" else h[:, -1]
-            return self.head(pooled)
-        return h
+        return self._run(x, forward_pass.forward)
 
 
 def build_model(cfg: ModelConfig | dict | None = None, seed: int = 0, device=None, **overrides) -> Transformer:

@@ -8,7 +8,7 @@ so chapters never edit one shared file; this module holds the runner they all us
     df = run_sweep("random_rank", point, grid(n=[64, 128], d_head=[1, 2, 4]), seeds=[0, 1])
 
 Models that differ only in one axis (the query/key width) and their seed can be trained together, as one
-stacked computation (`helpers.stacked`), with `run_stacked_sweep`: each stack is one task of the runner.
+stacked computation (`helpers.training`), with `run_stacked_sweep`: each stack is one task of the runner.
 
 Every row of the result carries its config and seed. Points already in the store are loaded,
 not recomputed, so a killed sweep resumes where it stopped (each point is written atomically as soon as
@@ -128,7 +128,7 @@ def stack_configs(configs: list[dict], seeds: list[int], axis: str = "d_head", b
     """Group a grid into stack tasks: configs equal but for `axis` share a stack, with every seed.
 
     `buckets(values) -> list of lists` splits a group's `axis` values into stacks (for example
-    `helpers.stacked.bucket_head_dims`); None keeps each group whole. Each task is the shared config plus
+    `helpers.training.bucket_head_dims`); None keeps each group whole. Each task is the shared config plus
     `members`: `[{axis: value, "seed": seed}, ...]`, value-major.
     """
     configs, seeds = _check("stacked sweep", lambda: None, configs, seeds)

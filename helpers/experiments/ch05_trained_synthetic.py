@@ -37,7 +37,7 @@ from .. import data as datasets, gridsearch, parameters, robust, saturation, sca
 from ..english import count_of, join, number, plural, span, span_short
 from ..results import ChapterResult, Verdict
 from . import run_sweep
-from .ch05_training import TASK_SPECS, TASKS, Recipe, cell_point, stack_buckets  # noqa: F401 (TASKS for the notebook)
+from .ch05_training import TASK_SPECS, TASKS, CellSpec, cell_point, stack_buckets  # noqa: F401 (TASKS for the notebook)
 
 EXPERIMENT = "phase_diagram"
 EXPERIMENT_FRESH = "ch5_fresh_seeds"
@@ -84,7 +84,7 @@ def next_points(grid, means: dict, trained: set, bar_met: bool | None) -> list:
     return [d for d in gridsearch.bisect(list(grid), scores, LEVEL) if d not in trained]
 
 
-def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe, progress: bool = True) -> pd.DataFrame:
+def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, spec: CellSpec, progress: bool = True) -> pd.DataFrame:
     """Every model the search trains (see `next_points`), over all tasks and n; one row per model (train_models).
 
     Each round sends one stack per cell (the largest n first, so that a pool of workers ends together); the search
@@ -93,9 +93,9 @@ def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe
     pending = {cell: next_points(grid, {}, set(), None) for cell in cells}
     frames = []
     while pending:
-        configs = [{"task": task, "n": n, "d_qks": bucket, "n_seeds": n_seeds, "recipe": recipe.__dict__}
+        configs = [{"task": task, "n": n, "d_qks": bucket, "n_seeds": n_seeds, "spec": spec.__dict__}
                    for (task, n), d_qks in sorted(pending.items(), key=lambda item: -item[0][1])
-                   for bucket in stack_buckets(d_qks, n, recipe)]
+                   for bucket in stack_buckets(d_qks, n, spec)]
         frames.append(run_sweep(EXPERIMENT, cell_point, configs, [seed], progress=progress))
         frame = pd.concat(frames, ignore_index=True)
         means = seed_means(frame, min_seeds=min(MIN_SEEDS, n_seeds))
@@ -104,7 +104,7 @@ def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, recipe: Recipe
                 for cell, part in frame.groupby(["task", "n"])}
         pending = {cell: more for cell in cells
                    if (more := next_points(grid, means.get(cell, {}), trained.get(cell, set()), bars.get(cell)))}
-    frame = pd.concat(frames, ignore_index=True).drop(columns=["d_qks", "recipe", "n_seeds"])
+    frame = pd.concat(frames, ignore_index=True).drop(columns=["d_qks", "spec", "n_seeds"])
     return frame.rename(columns={"seed": "data_seed"}).sort_values(["task", "n", "d_qk", "model_seed"],
                                                                    ignore_index=True)
 
@@ -369,9 +369,9 @@ def resolve(P):
     return P
 
 
-def recipe_from(P) -> Recipe:
-    """The Recipe of the validated parameters P (D_MODEL, D_VALUE, STEPS, EVAL_EVERY, PATIENCE, TOLERANCE)."""
-    return Recipe(d_model=P["D_MODEL"], d_value=P["D_VALUE"], steps=P["STEPS"], eval_every=P["EVAL_EVERY"],
+def cell_spec(P) -> CellSpec:
+    """The CellSpec of the validated parameters P (D_MODEL, D_VALUE, STEPS, EVAL_EVERY, PATIENCE, TOLERANCE)."""
+    return CellSpec(d_model=P["D_MODEL"], d_value=P["D_VALUE"], steps=P["STEPS"], eval_every=P["EVAL_EVERY"],
                   patience=P["PATIENCE"], tolerance=P["TOLERANCE"])
 
 
@@ -590,14 +590,14 @@ MODEL_COLUMNS = ["task", "n", "d_qk", "model_seed", "data_seed", "test_loss", "t
 
 
 def analyse(P, progress: bool = True) -> ChapterResult:
-    """Train the phase diagram of P (TASKS, N_VALUES, D_QK, N_SEEDS, SEED and the recipe) and judge it; and the
+    """Train the phase diagram of P (TASKS, N_VALUES, D_QK, N_SEEDS, SEED and the spec) and judge it; and the
     fresh-seed check of the learning rates (`fresh_seed_check`)."""
     result = ChapterResult()
-    recipe = recipe_from(P)
-    frame = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], recipe, progress=progress)
+    spec = cell_spec(P)
+    frame = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], spec, progress=progress)
     cells, _ = cell_table(add_head_summaries(frame), replicates=2, seed=P["SEED"])
-    fresh = fresh_seed_check(P, recipe, decisive_widths(cells, P), progress=progress)
-    return judge(P, frame, recipe, result=result, fresh=fresh)
+    fresh = fresh_seed_check(P, spec, decisive_widths(cells, P), progress=progress)
+    return judge(P, frame, spec, result=result, fresh=fresh)
 
 
 def decisive_widths(cells: pd.DataFrame, P) -> dict:
@@ -616,14 +616,14 @@ def decisive_widths(cells: pd.DataFrame, P) -> dict:
     return out
 
 
-def fresh_seed_check(P, recipe: Recipe, widths: dict, progress: bool = True) -> pd.DataFrame:
+def fresh_seed_check(P, spec: CellSpec, widths: dict, progress: bool = True) -> pd.DataFrame:
     """The learning rates were chosen in trial runs on the chapter's own seeds, so each task's decisive widths
     (`decisive_widths`) are trained again on fresh data and model seeds (SEED + FRESH_SEED_OFFSET); one row per
     model (`train_models`)."""
-    configs = [{"task": task, "n": n, "d_qks": d_qks, "n_seeds": P["N_SEEDS"], "recipe": recipe.__dict__}
+    configs = [{"task": task, "n": n, "d_qks": d_qks, "n_seeds": P["N_SEEDS"], "spec": spec.__dict__}
                for task, (n, d_qks) in widths.items()]
     frame = run_sweep(EXPERIMENT_FRESH, cell_point, configs, [P["SEED"] + FRESH_SEED_OFFSET], progress=progress)
-    return frame.drop(columns=["d_qks", "recipe", "n_seeds"])
+    return frame.drop(columns=["d_qks", "spec", "n_seeds"])
 
 
 def fresh_seed_table(fresh: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
@@ -666,12 +666,12 @@ def fresh_seed_text(table: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-def judge(P, frame: pd.DataFrame, recipe: Recipe | None = None, replicates: int = BOOTSTRAP,
+def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int = BOOTSTRAP,
           result: ChapterResult | None = None, fresh: pd.DataFrame | None = None) -> ChapterResult:
     """Cells, fits, verdicts and prose numbers from the per-model rows of a phase diagram (see `train_models`).
 
     result.data: models (with head summaries), cells, fits ({task: BootstrapForms or None}), fits_table, above;
-    result.frames (recorded): models, cells, fits, verdicts ({task: answer, sentence, ...}), above_ceiling, recipe;
+    result.frames (recorded): models, cells, fits, verdicts ({task: answer, sentence, ...}), above_ceiling, spec;
     result.verdicts: ch5_<task>_verdict for every task. `fresh`: the rows of `fresh_seed_check`, recorded and quoted
     when given."""
     result = result or ChapterResult()
@@ -698,7 +698,7 @@ def judge(P, frame: pd.DataFrame, recipe: Recipe | None = None, replicates: int 
     result.frames.update(
         models=frame[MODEL_COLUMNS], cells=cells, fits=table, above_ceiling=above,
         verdicts={t: {"answer": v.outcome, "sentence": v.sentence, **v.evidence} for t, v in verdicts.items()},
-        recipe=(recipe or recipe_from(P)).__dict__)
+        spec=(spec or cell_spec(P)).__dict__)
     quote_numbers(result, P, frame, cells, verdicts, above)
     return result.done()
 

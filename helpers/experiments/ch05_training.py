@@ -1,6 +1,6 @@
 """Chapter 5's training: the models of one (task, n) cell for a list of query/key widths and seeds.
 
-    rows = train_models("copy", 32, d_qks=[2, 8], model_seeds=[0, 1, 2], data_seed=0, recipe=Recipe())
+    rows = train_models("copy", 32, d_qks=[2, 8], model_seeds=[0, 1, 2], data_seed=0, spec=CellSpec())
     # one row per model: d_qk, model_seed, test_loss, test_accuracy, converged, stop_step,
     # and per head (lists ordered by layer, head): hardmax_rank, numerical_rank, hardmax_rank_targets
 
@@ -16,7 +16,7 @@ point by the code of its module) keeps the trained models when the chapter's ana
 
 from dataclasses import dataclass, field
 
-from .. import capture, data as datasets, models, rank, seeding, stacked
+from .. import capture, data as datasets, models, rank, seeding, training
 
 RTOL = 1e-3          # numerical rank: sigma_i > 1e-3 sigma_1, the book's headline tolerance
 PROBE_EXAMPLES = 8   # test inputs whose attention ranks are averaged per head
@@ -58,8 +58,9 @@ TASKS = tuple(TASK_SPECS)
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """Everything shared by the models of a run besides task, n, d_qk and seeds."""
+class CellSpec:
+    """Everything shared by the models of a run besides task, n, d_qk and seeds: the model, the data and the
+    budget; `recipe(task, n)` is the `helpers.training.Recipe` they train by."""
 
     d_model: int = 64
     d_value: int = 16
@@ -84,36 +85,38 @@ class Recipe:
         """Sequences per step: about tokens_per_step tokens, at least 8 sequences."""
         return max(8, self.tokens_per_step // n)
 
+    def recipe(self, task: str, n: int) -> training.Recipe:
+        """How the models of a (task, n) cell train: the task's learning rate, cosine to a tenth of it, the
+        stopping rule, the last n_val training examples held out for it."""
+        return training.Recipe(steps=self.steps, batch_size=self.batch_size(n), lr=TASK_SPECS[task].lr,
+                               final_lr_ratio=0.1, eval_every=self.eval_every, patience=self.patience,
+                               min_improvement=self.tolerance, loss_floor=self.loss_floor, min_evals=self.min_evals,
+                               val_examples=self.n_val)
 
-def task_data(task: str, n: int, seed: int, recipe: Recipe) -> datasets.TaskData:
+
+def task_data(task: str, n: int, seed: int, spec: CellSpec) -> datasets.TaskData:
     """The (task, n) dataset shared by every model of the cell; its last n_val training examples validate."""
-    spec = TASK_SPECS[task]
-    return datasets.synthetic(task, n, seed=seeding.derive_seed(seed, "data"), n_train=recipe.n_train + recipe.n_val,
-                              n_test=recipe.n_test, **spec.options)
+    return datasets.synthetic(task, n, seed=seeding.derive_seed(seed, "data"), n_train=spec.n_train + spec.n_val,
+                              n_test=spec.n_test, **TASK_SPECS[task].options)
 
 
-def model_config(task: str, data: datasets.TaskData, d_qk: int, recipe: Recipe) -> models.ModelConfig:
-    """The task's model with query/key width d_qk and value width recipe.d_value (one head per layer)."""
-    spec = TASK_SPECS[task]
-    return models.ModelConfig(d_model=recipe.d_model, n_heads=1, n_layers=spec.n_layers, d_mlp=2 * recipe.d_model,
-                              d_head=d_qk, d_value=recipe.d_value, pos=spec.pos, **data.model_fields())
+def model_config(task: str, data: datasets.TaskData, d_qk: int, spec: CellSpec) -> models.ModelConfig:
+    """The task's model with query/key width d_qk and value width spec.d_value (one head per layer)."""
+    task_spec = TASK_SPECS[task]
+    return models.ModelConfig(d_model=spec.d_model, n_heads=1, n_layers=task_spec.n_layers, d_mlp=2 * spec.d_model,
+                              d_head=d_qk, d_value=spec.d_value, pos=task_spec.pos, **data.model_fields())
 
 
-def _train_stack(task, data, d_qks, model_seeds, recipe, compact=True):
+def _train_stack(task, data, d_qks, model_seeds, spec, compact=True):
     """Train one stack (every d_qk x model seed); returns (standalone models, status frame) in member order.
     compact=False keeps stopped models in the computation (for `benchmarks/bench_stack_compaction.py`)."""
     members = [(d, s) for d in d_qks for s in model_seeds]
-    configs = [model_config(task, data, d, recipe) for d, _ in members]
-    stack = stacked.ModelStack.build(configs, [seeding.derive_seed(s, "init") for _, s in members], device="cpu")
+    configs = [model_config(task, data, d, spec) for d, _ in members]
+    stack = training.ModelStack.build(configs, [seeding.derive_seed(s, "init") for _, s in members], device="cpu")
     order = [seeding.derive_seed(s, "order") for _, s in members]
     try:
-        result = stacked.train_stack(stack, data, order, steps=recipe.steps, batch_size=recipe.batch_size(data.n),
-                                     lr=TASK_SPECS[task].lr, final_lr_ratio=0.1, eval_every=recipe.eval_every,
-                                     patience=recipe.patience, min_improvement=recipe.tolerance,
-                                     loss_floor=recipe.loss_floor, min_evals=recipe.min_evals,
-                                     val_examples=recipe.n_val, progress=False, threads=1,
-                                     compact=compact)
-    except stacked.StackDiverged as error:  # the others trained on; the diverged ones are not converged
+        result = training.train(stack, data, spec.recipe(task, data.n), order, threads=1, compact=compact)
+    except training.Diverged as error:  # the others trained on; the diverged ones are not converged
         result = error.result
     return stack.models(), result.status
 
@@ -134,14 +137,14 @@ def head_ranks(model, data: datasets.TaskData) -> dict:
             "hardmax_rank_targets": hard_targets.flatten().tolist()}
 
 
-def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: int, recipe: Recipe) -> list[dict]:
+def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: int, spec: CellSpec) -> list[dict]:
     """Train one model per (d_qk, model seed) of one (task, n) cell, as one stack; one row per model.
 
     Row: d_qk, model_seed, test_loss, test_accuracy, converged, diverged, stop_step, and per head (lists ordered
     by layer, head) hardmax_rank, numerical_rank, hardmax_rank_targets.
     """
-    data = task_data(task, n, data_seed, recipe)
-    trained, status = _train_stack(task, data, list(d_qks), list(model_seeds), recipe)
+    data = task_data(task, n, data_seed, spec)
+    trained, status = _train_stack(task, data, list(d_qks), list(model_seeds), spec)
     rows = []
     for model, st in zip(trained, status.itertuples(index=False)):
         rows.append({"d_qk": int(st.d_head), "model_seed": int(model_seeds[st.model % len(model_seeds)]),
@@ -151,14 +154,14 @@ def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: i
     return rows
 
 
-def cell_point(task: str, n: int, d_qks: list, n_seeds: int, recipe: dict, seed: int) -> list[dict]:
+def cell_point(task: str, n: int, d_qks: list, n_seeds: int, spec: dict, seed: int) -> list[dict]:
     """The sweep point: the models of one (task, n) cell for the widths `d_qks`, model seeds seed .. seed + n_seeds - 1."""
-    return train_models(task, n, list(d_qks), [seed + i for i in range(n_seeds)], seed, Recipe(**recipe))
+    return train_models(task, n, list(d_qks), [seed + i for i in range(n_seeds)], seed, CellSpec(**spec))
 
 
-def stack_buckets(d_qks, n: int, recipe: Recipe) -> list[list[int]]:
+def stack_buckets(d_qks, n: int, spec: CellSpec) -> list[list[int]]:
     """The widths of a cell grouped into stacks that waste at most 25 % of their work on padding
-    (`helpers.stacked.bucket_head_dims`)."""
-    cfg = models.ModelConfig(d_model=recipe.d_model, n_heads=1, d_head=1, d_value=recipe.d_value,
-                             d_mlp=2 * recipe.d_model, vocab_size=2)
-    return stacked.bucket_head_dims(list(d_qks), stacked.qk_work_offset(cfg, n))
+    (`helpers.training.bucket_head_dims`)."""
+    cfg = models.ModelConfig(d_model=spec.d_model, n_heads=1, d_head=1, d_value=spec.d_value,
+                             d_mlp=2 * spec.d_model, vocab_size=2)
+    return training.bucket_head_dims(list(d_qks), training.qk_work_offset(cfg, n))

@@ -34,7 +34,7 @@ from .. import counterexamples as cx, english, executors, parameters, robust, sa
 from ..results import ChapterResult, Verdict
 from . import run_stacked_sweep, run_sweep, stack_configs
 from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
-                                    RANK_LABELS, RTOL, TrainSpec, check_n, domain_kind, learning_rate,
+                                    RANK_LABELS, RTOL, DomainSpec, check_n, domain_kind, learning_rate,
                                     load_domain, stack_point, trained_models)
 
 LEVEL = saturation.LEVEL          # 0.95: the share of the rise (or drop) that counts as saturated
@@ -86,7 +86,7 @@ def resolve(P):
                 check_n(domain, n)
             except parameters.ParameterError as err:
                 raise parameters.ParameterError(N_PARAMS[domain], P[N_PARAMS[domain]], err.allowed) from None
-    spec = TrainSpec.for_mode(P.MODE, max_steps=P.MAX_STEPS, patience=P.PATIENCE, min_improvement=P.MIN_IMPROVEMENT)
+    spec = DomainSpec.for_mode(P.MODE, max_steps=P.MAX_STEPS, patience=P.PATIENCE, min_improvement=P.MIN_IMPROVEMENT)
     P["MAX_STEPS"] = P.default("MAX_STEPS", spec.max_steps)
     P["PATIENCE"] = P.default("PATIENCE", spec.patience)
     P["MIN_IMPROVEMENT"] = P.default("MIN_IMPROVEMENT", spec.min_improvement)
@@ -552,7 +552,7 @@ def baseline_point(domain: str, n: int, spec: dict, seed: int = 0) -> dict:
     """What a model without attention reaches on a setting's data and split (read the bars against it): a
     character bigram table for text (bits per character), a linear classifier on the pixels for images (test
     accuracy). Deterministic; `seed` is the sweep runner's and unused."""
-    data = load_domain(domain, n, TrainSpec(**spec))
+    data = load_domain(domain, n, DomainSpec(**spec))
     if domain_kind(domain) == "lm":
         return {"metric": "bits_per_token", "value": bigram_bits(data)}
     return {"metric": "test_accuracy", "value": linear_accuracy(data)}
@@ -625,7 +625,7 @@ def quality_view(q: pd.DataFrame) -> pd.DataFrame:
         index=setting_label(q.domain, q.n))
 
 
-def lr_text(domains, spec: TrainSpec, ratio: float = 1.0) -> str:
+def lr_text(domains, spec: DomainSpec, ratio: float = 1.0) -> str:
     """The peak learning rates of the run's domains (times `ratio`) in words: "0.01 for text and 0.003 for images"."""
     kinds = {"lm": "text", "image": "images"}
     rates = {kinds[domain_kind(d)]: ratio * learning_rate(d, spec) for d in domains}
@@ -647,7 +647,7 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     result.frames.update(models=models, quality=q, saturation=sat, rank_at_max=at_max,
                          ranks_per_layer=rows[["domain", "n", "d_head", "seed", "layer", *RANK_LABELS]])
     result.data.update(rows=rows, models=models, curves=curves(models))
-    spec = TrainSpec(**P.SPEC)
+    spec = DomainSpec(**P.SPEC)
     for name in ("d_model", "n_heads", "n_layers", "d_value", "max_steps", "eval_every"):
         result.quote(f"ch6_{name}", getattr(spec, name), "d")
     result.quote("ch6_lr", lr_text(P.DOMAINS, spec))

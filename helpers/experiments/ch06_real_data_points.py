@@ -1,14 +1,14 @@
 """Chapter 06's grid point: one stack of small transformers (query/key widths x seeds) trained to convergence.
 
-    spec = TrainSpec.for_mode("quick")
+    spec = DomainSpec.for_mode("quick")
     rows = stack_point("shakespeare", 64, spec.as_config(), [{"d_head": 1, "seed": 0}, {"d_head": 4, "seed": 0}])
     models, data = trained_models("shakespeare", 64, spec.as_config(), members)   # from the stored .npz
 
 A stack holds every (d_qk, seed) of one (domain, n): the models share n, the data and everything but the
 query/key width `d_head` (the value width `d_value` is fixed, so a change of loss is caused by the attention
-logits, not by the capacity of the value path). They are trained together by `helpers.stacked.train_stack`
+logits, not by the capacity of the value path). They are trained together by `helpers.training.train`
 with early stopping, and their weights are stored as one `.npz` next to the result store entry
-(`helpers.stacked.stack_weights_path`, keyed like it), so chapter 07 reads them instead of retraining.
+(`helpers.training.stack_weights_path`, keyed like it), so chapter 07 reads them instead of retraining.
 
 This module is the code the result store keys the point by: edits to the chapter's analysis
 (`ch06_real_data`) keep the trained stacks.
@@ -26,9 +26,8 @@ from .. import rank, seeding
 from ..capture import attention_ranks
 from ..models import ModelConfig, count_parameters, uniform_attention
 from ..parameters import ParameterError
-from ..stacked import ModelStack, StackDiverged, stack_weights_path, train_stack
 from ..threads import torch_threads
-from ..train import evaluate
+from ..training import Diverged, ModelStack, Recipe, evaluate, stack_weights_path, train
 
 EXPERIMENT = "ch6_real_data_stacks"
 DOMAINS = ("shakespeare", "mnist", "bbc", "proteins")
@@ -61,8 +60,9 @@ def check_n(domain: str, n) -> int:
 
 
 @dataclass(frozen=True)
-class TrainSpec:
-    """Model and training knobs shared by every stack (part of each stack's cache key).
+class DomainSpec:
+    """The model, data and budget shared by every stack (part of each stack's cache key); `recipe(domain, n)`
+    is the `helpers.training.Recipe` its models train by.
 
     Text windows are drawn from the first 90 % of the corpus (`text_train_tokens` tokens of windows in all, the
     last `val_examples` of them held out for early stopping); images from MNIST's training file.
@@ -89,7 +89,7 @@ class TrainSpec:
     probe_tokens: int = 512            # rank probes: this many tokens of test sequences (at least 2 sequences)
 
     @classmethod
-    def for_mode(cls, mode: str, **overrides) -> "TrainSpec":
+    def for_mode(cls, mode: str, **overrides) -> "DomainSpec":
         """The full-mode spec, or the quick one (a narrower model, short budgets); `overrides` replace fields."""
         quick = cls(d_model=32, n_heads=2, d_value=8, max_steps=100, eval_every=20, patience=3,
                     text_batch_tokens=512, text_train_tokens=65536, image_batch=32, image_train=4000,
@@ -100,30 +100,36 @@ class TrainSpec:
     def as_config(self) -> dict:
         return asdict(self)
 
+    def recipe(self, domain: str, n: int) -> Recipe:
+        """How a stack of `domain` at length n trains (cosine schedule over max_steps, the stopping rule)."""
+        return Recipe(steps=self.max_steps, batch_size=batch_size(domain, n, self), lr=learning_rate(domain, self),
+                      eval_every=self.eval_every, patience=self.patience, min_improvement=self.min_improvement,
+                      val_examples=val_examples(domain, n, self))
 
-def batch_size(domain: str, n: int, spec: TrainSpec) -> int:
+
+def batch_size(domain: str, n: int, spec: DomainSpec) -> int:
     """Sequences per step: `text_batch_tokens` tokens for text whatever n is (at least 2 windows); images fixed."""
     if domain_kind(domain) == "image":
         return spec.image_batch
     return max(2, spec.text_batch_tokens // n)
 
 
-def learning_rate(domain: str, spec: TrainSpec) -> float:
+def learning_rate(domain: str, spec: DomainSpec) -> float:
     """Peak learning rate: `lr` for text, `image_lr` for images (measured: 1e-2 halves the text models' distance to
     their bar at the same steps, while MNIST at 5e-3 or 1e-2 is noisier and less accurate than at 3e-3)."""
     return spec.image_lr if domain_kind(domain) == "image" else spec.lr
 
 
-def val_examples(domain: str, n: int, spec: TrainSpec) -> int | None:
+def val_examples(domain: str, n: int, spec: DomainSpec) -> int | None:
     """Held-out validation windows for the stopping rule: `val_tokens` tokens for text (at most a tenth of the
-    training windows, at least 2); None for images (the stacked trainer's default). Validation runs every
+    training windows, at least 2); None for images (the trainer's default). Validation runs every
     `eval_every` steps on every model, so its size is a large share of a text stack's cost."""
     if domain_kind(domain) == "image":
         return None
     return max(2, min(spec.val_tokens, spec.text_train_tokens // 10) // n)
 
 
-def load_domain(domain: str, n: int, spec: TrainSpec) -> datasets.TaskData:
+def load_domain(domain: str, n: int, spec: DomainSpec) -> datasets.TaskData:
     """The data of a stack (the same for every seed: seeds vary the initialisation and the data order)."""
     check_n(domain, n)
     if domain_kind(domain) == "lm":
@@ -138,13 +144,13 @@ def _images(domain: str, n_train: int, n_test: int) -> datasets.TaskData:
     return datasets.load(domain, 16, n_train=n_train, n_test=n_test)
 
 
-def model_config(data: datasets.TaskData, d_head: int, spec: TrainSpec) -> ModelConfig:
+def model_config(data: datasets.TaskData, d_head: int, spec: DomainSpec) -> ModelConfig:
     """A stack member: fixed width, heads, value width and MLP (2 d_model); the query/key width `d_head` free."""
     return ModelConfig(d_model=spec.d_model, n_heads=spec.n_heads, d_head=d_head, d_value=spec.d_value,
                        n_layers=spec.n_layers, d_mlp=2 * spec.d_model, pos="sinusoidal", **data.model_fields())
 
 
-def probe_inputs(data: datasets.TaskData, spec: TrainSpec) -> torch.Tensor:
+def probe_inputs(data: datasets.TaskData, spec: DomainSpec) -> torch.Tensor:
     """The first test sequences, `probe_tokens` tokens in all (at least 2 sequences)."""
     return data.test_x[:max(2, spec.probe_tokens // data.n)]
 
@@ -164,19 +170,16 @@ def weights_path(domain: str, n: int, spec: dict, members: list[dict]):
 def train_models(domain: str, n: int, spec: dict, members: list[dict]):
     """Train the stack of `members`; returns (stack, data, status frame, seconds). Diverged models are kept
     (their status says so); the others trained to the end."""
-    spec_obj = TrainSpec(**spec)
+    spec_obj = DomainSpec(**spec)
     members = _check_members(members)
     data = load_domain(domain, n, spec_obj)
     configs = [model_config(data, m["d_head"], spec_obj) for m in members]
     stack = ModelStack.build(configs, [seeding.derive_seed(m["seed"], "init") for m in members], device="cpu")
     started = time.perf_counter()
     try:
-        result = train_stack(stack, data, seeds=[seeding.derive_seed(m["seed"], "order") for m in members],
-                             steps=spec_obj.max_steps, batch_size=batch_size(domain, n, spec_obj), lr=learning_rate(domain, spec_obj),
-                             eval_every=spec_obj.eval_every, patience=spec_obj.patience,
-                             min_improvement=spec_obj.min_improvement,
-                             val_examples=val_examples(domain, n, spec_obj), device="cpu", progress=True, threads=1)
-    except StackDiverged as error:
+        result = train(stack, data, spec_obj.recipe(domain, n), [seeding.derive_seed(m["seed"], "order") for m in members],
+                       device="cpu", progress=True, threads=1)
+    except Diverged as error:
         result = error.result
     return stack, data, result.status, time.perf_counter() - started
 
@@ -186,14 +189,14 @@ def trained_models(domain: str, n: int, spec: dict, members: list[dict]):
     path = weights_path(domain, n, spec, members)
     if path.exists():
         stack = ModelStack.load(path, device="cpu")
-        data = load_domain(domain, n, TrainSpec(**spec))
+        data = load_domain(domain, n, DomainSpec(**spec))
     else:
         stack, data, _, _ = train_models(domain, n, spec, members)
         stack.save(path)
     return stack.models(), data
 
 
-def model_rows(model, data: datasets.TaskData, spec: TrainSpec) -> list[dict]:
+def model_rows(model, data: datasets.TaskData, spec: DomainSpec) -> list[dict]:
     """One trained model: per layer, its mean attention ranks (heads and probe sequences), with the model's test
     loss, accuracy, bits per token and the test loss with uniform attention (the load-bearing test)."""
     model.eval()
@@ -216,7 +219,7 @@ def stack_point(domain: str, n: int, spec: dict, members: list[dict], seed: int 
         stack, data, status, seconds = train_models(domain, n, spec, members)
         stack.save(weights_path(domain, n, spec, members))
         rows = []
-        spec_obj = TrainSpec(**spec)
+        spec_obj = DomainSpec(**spec)
         for member, model, (_, st) in zip(members, stack.models(), status.iterrows()):
             common = {"d_head": member["d_head"], "seed": member["seed"], "converged": bool(st.converged),
                       "stop_step": int(st.stop_step), "diverged": bool(st.diverged),

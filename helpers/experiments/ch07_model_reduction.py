@@ -53,7 +53,7 @@ def resolve(P):
 
 def finetune_lr(P, domain: str) -> float:
     """`FINETUNE_LR_RATIO` times chapter 06's peak learning rate for the domain."""
-    return FINETUNE_LR_RATIO * ch06.learning_rate(domain, ch06.TrainSpec(**P.SPEC))
+    return FINETUNE_LR_RATIO * ch06.learning_rate(domain, ch06.DomainSpec(**P.SPEC))
 
 
 def compression_sweep(P, progress: bool = True) -> pd.DataFrame:
@@ -380,7 +380,7 @@ def analyse(P) -> ChapterResult:
         qk_share[(domain, n)] = 1 - row.qk_params / row.qk_params_full
     result.quote("ch7_d_max", d_max, "d")
     result.quote("ch7_finetune_steps", P.FINETUNE_STEPS, "d")
-    result.quote("ch7_finetune_lr", ch06.lr_text(P.DOMAINS, ch06.TrainSpec(**P.SPEC), FINETUNE_LR_RATIO))
+    result.quote("ch7_finetune_lr", ch06.lr_text(P.DOMAINS, ch06.DomainSpec(**P.SPEC), FINETUNE_LR_RATIO))
     result.quote("ch7_finetune_ranks", english.join([str(r) for r in P.D_QK if r < d_max] + [f"{d_max} (control)"]))
     result.quote("ch7_tolerance_pct", 100 * TOLERANCE, "g")
     result.quote("ch7_included", english.count_of(len(included), len(q), "setting"))

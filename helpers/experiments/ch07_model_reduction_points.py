@@ -23,10 +23,9 @@ import torch
 
 from .. import minilm, rank, seeding
 from ..models import Transformer, build_model
-from ..stacked import ModelStack, StackDiverged, train_stack
 from ..threads import torch_threads
-from ..train import evaluate
-from .ch06_real_data_points import TrainSpec, batch_size, load_domain, trained_models
+from ..training import Diverged, ModelStack, Recipe, evaluate, train
+from .ch06_real_data_points import DomainSpec, batch_size, load_domain, trained_models
 
 ENERGY = 0.9          # the share of the squared singular values a rank must hold ("energy rank")
 RTOL = 1e-3
@@ -114,7 +113,7 @@ def compression_point(domain: str, n: int, spec: dict, members: list[dict], d_ma
     accuracy with every head cut to rank r and no fine-tuning; for r in `finetune_ranks` also after
     `finetune_steps` steps of AdamW at `finetune_lr` (every model of the stack fine-tuned together, each with its
     own data order; r = d_max is the uncompressed control fine-tuned the same way)."""
-    spec_obj = TrainSpec(**spec)
+    spec_obj = DomainSpec(**spec)
     with torch_threads(1):
         models, data = trained_models(domain, n, spec, members)
         wide = [(m["seed"], model) for m, model in zip(members, models) if m["d_head"] == d_max]
@@ -133,13 +132,11 @@ def compression_point(domain: str, n: int, spec: dict, members: list[dict], d_ma
         tuned = [(s, r, reduce_model(model, r)) for s, model in wide for r in sorted(set(finetune_ranks) | {d_max})]
         stack = ModelStack([m for _, _, m in tuned])
         order_seeds = [seeding.derive_seed(s, "finetune", r) for s, r, _ in tuned]
+        recipe = Recipe(steps=finetune_steps, batch_size=batch_size(domain, n, spec_obj), lr=finetune_lr,
+                        warmup=max(1, finetune_steps // 10), eval_every=finetune_steps)
         try:
-            result = train_stack(stack, data, seeds=order_seeds, steps=finetune_steps,
-                                 batch_size=batch_size(domain, n, spec_obj), lr=finetune_lr,
-                                 warmup=max(1, finetune_steps // 10), eval_every=finetune_steps, patience=None,
-                                 device="cpu", progress=True, threads=1)
-            status = result.status
-        except StackDiverged as error:
+            status = train(stack, data, recipe, order_seeds, device="cpu", progress=True, threads=1).status
+        except Diverged as error:
             status = error.result.status
         for (s, r, _), (_, st) in zip(tuned, status.iterrows()):
             base = next(row for row in rows if row["seed"] == s and row["stage"] == "truncated")

@@ -18,7 +18,7 @@ from .. import attention, counterexamples as cx, rank, seeding
 from ..capture import attention_ranks
 from ..data import load
 from ..models import build_model
-from ..train import final, train
+from ..training import Recipe, train
 
 RTOLS = (1e-2, 1e-3, 1e-5, 1e-8)
 EXAMPLES = ("identity", "previous_token", "causal_random", "uniform_causal", "uniform", "random_softmax",
@@ -151,23 +151,14 @@ def arch_fields(arch: str) -> dict:
 
 
 def layer_states(model, x: torch.Tensor) -> torch.Tensor:
-    """Token states entering block 0 and leaving every block: `(layers + 1, batch, n, d_model)`, no grad.
-
-    Forward hooks on the blocks, removed in `finally`."""
-    states = []
-    handles = [model.blocks[0].register_forward_pre_hook(lambda mod, args: states.append(args[0].detach()))]
-    handles += [block.register_forward_hook(lambda mod, args, out: states.append(out.detach()))
-                for block in model.blocks]
+    """Token states entering block 0 and leaving every block: `(layers + 1, batch, n, d_model)`, no grad."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            model(x)
+            return model.layer_states(x)
     finally:
-        for handle in handles:
-            handle.remove()
         model.train(was_training)
-    return torch.stack(states)
 
 
 def depth_point(pos: str, arch: str, norm: str, n: int, depth: int, d_model: int, n_heads: int, vocab: int,
@@ -203,9 +194,9 @@ def trained_point(task: str, n: int, steps: int, d_model: int, n_heads: int, n_l
     probe = data.test_x[:examples]
     measures = ("hardmax", "numerical", "effective")
     stages = {"init": attention_ranks(model, probe, measures=measures)}
-    history = train(model, data, steps=steps, batch_size=64, lr=3e-3, seed=seed, device="cpu", progress=False)
+    result = train(model, data, Recipe(steps=steps, batch_size=64, lr=3e-3), [seed], device="cpu", threads=1)
     stages["trained"] = attention_ranks(model, probe, measures=measures)
-    accuracy = final(history, "test_accuracy")
+    accuracy = float(result.status.test_accuracy[0])
     length = probe.shape[-1]
     rows = []
     for stage, ranks in stages.items():

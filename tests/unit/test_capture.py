@@ -17,20 +17,27 @@ def tokens(batch=2, n=9, vocab=11):
 
 
 def manual_probs(model, x):
-    """Recompute each layer's probabilities from the weights: (layer, batch, head, n, n)."""
+    """Recompute each layer's probabilities, and the whole forward pass between layers, from the weights by hand:
+    `(layer, batch, head, n, n)` (MLP with GELU, LayerNorm before or after each part, as the config says)."""
     cfg = model.cfg
-    h = model.embed(x) + (model.pos_table[: x.shape[1]] if model.pos_table is not None else 0)
+    h = model.embed.weight[x] + (model.pos_table[: x.shape[1]] if model.pos_table is not None else 0)
+    norm = lambda t, ln: torch.nn.functional.layer_norm(t, t.shape[-1:], ln.weight, ln.bias)
+    heads = lambda t, width: t.view(*t.shape[:2], cfg.n_heads, width).transpose(1, 2)  # (B, H, n, width)
     out = []
     for block in model.blocks:
-        a = block.norm1(h) if cfg.norm == "pre" else h
+        a = norm(h, block.norm1) if cfg.norm == "pre" else h
         w, b = block.attn.qkv.weight, block.attn.qkv.bias
-        q, k, _ = (a @ w.T + b).split(cfg.n_heads * cfg.head_dim, dim=-1)
-        heads = lambda t: t.view(*t.shape[:2], cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, n, d_head)
-        logits = heads(q) @ heads(k).transpose(-1, -2) * cfg.attn_scale
+        q, k, v = (a @ w.T + b).split([cfg.n_heads * cfg.head_dim] * 2 + [cfg.n_heads * cfg.value_dim], dim=-1)
+        logits = heads(q, cfg.head_dim) @ heads(k, cfg.head_dim).transpose(-1, -2) * cfg.attn_scale
         if cfg.causal:
             logits = logits.masked_fill(torch.ones_like(logits, dtype=torch.bool).triu(1), float("-inf"))
-        out.append(torch.softmax(logits, dim=-1))
-        h = block(h)
+        probs = torch.softmax(logits, dim=-1)
+        out.append(probs)
+        mixed = (probs @ heads(v, cfg.value_dim)).transpose(1, 2).reshape(*h.shape[:2], -1)
+        h = h + block.attn.out(mixed) if cfg.norm == "pre" else norm(h + block.attn.out(mixed), block.norm1)
+        first, second = block.mlp[0], block.mlp[2]
+        mlp = lambda t: torch.nn.functional.gelu(t @ first.weight.T + first.bias) @ second.weight.T + second.bias
+        h = h + mlp(norm(h, block.norm2)) if cfg.norm == "pre" else norm(h + mlp(h), block.norm2)
     return torch.stack(out)
 
 

@@ -171,7 +171,7 @@ def test_every_model_counts_in_the_seed_means_whatever_stopped_it():
 def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
     calls = []
 
-    def fake_point(task, n, d_qks, n_seeds, recipe, seed):
+    def fake_point(task, n, d_qks, n_seeds, spec, seed):
         calls.append(tuple(d_qks))
         return [{"d_qk": d, "model_seed": seed + i, "test_loss": 0.0, "test_accuracy": 1.0 if d >= 3 else 0.2,
                  "converged": d != 1, "diverged": False, "stop_step": 10, "hardmax_rank": [1.0],
@@ -180,7 +180,7 @@ def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
     monkeypatch.setattr(chapter, "cell_point", fake_point)
     monkeypatch.setattr(chapter, "run_sweep", lambda name, point, configs, seeds, progress: pd.DataFrame(
         [{**c, "seed": s, **row} for c in configs for s in seeds for row in point(**c, seed=s)]))
-    frame = chapter.phase_diagram(["copy"], [16], [1, 2, 3, 4, 6, 8], 3, 0, training.Recipe(d_model=8), progress=False)
+    frame = chapter.phase_diagram(["copy"], [16], [1, 2, 3, 4, 6, 8], 3, 0, training.CellSpec(d_model=8), progress=False)
     widths = [d for call in calls for d in call]
     assert sorted(widths) == sorted(set(widths)) == [1, 2, 3, 4, 8]  # 1 and 8, then bisection: 4, 3 (ok), 2 (fails)
     assert len(frame) == 5 * 3
@@ -249,11 +249,11 @@ def test_sentences_and_tables_have_no_templates_or_ascii_maths():
 
 
 def test_recipe_keeps_the_relative_rule_quiet_for_half_the_steps():
-    assert training.Recipe(steps=2000, eval_every=50).min_evals == 20
+    assert training.CellSpec(steps=2000, eval_every=50).min_evals == 20
 
 
 def test_a_tiny_cell_trains_on_the_stacked_trainer():
-    recipe = training.Recipe(d_model=8, d_value=4, steps=30, eval_every=5, patience=2, n_train=64, n_val=16,
+    recipe = training.CellSpec(d_model=8, d_value=4, steps=30, eval_every=5, patience=2, n_train=64, n_val=16,
                              n_test=16, tokens_per_step=64)
     out = training.train_models("copy", 8, [1, 2], [0, 1], 0, recipe)
     assert [(r["d_qk"], r["model_seed"]) for r in out] == [(1, 0), (1, 1), (2, 0), (2, 1)]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from helpers.errors import ArgumentError
-from helpers.models import ModelConfig, build_model, count_parameters, pick_device
+from helpers.models import ModelConfig, build_model, count_parameters, pick_device, rotary_tables
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is fastest
@@ -65,11 +65,10 @@ def test_each_positional_encoding(pos):
 
 
 def test_rope_scores_depend_on_relative_position():
-    model = build_model(vocab_size=3, d_model=8, n_heads=1, pos="rope", seed=0)
-    rot = model.blocks[0].attn.rotary
-    q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)
-    reps_q, reps_k = q.expand(1, 1, 12, 8), k.expand(1, 1, 12, 8)
-    scores = rot(reps_q)[0, 0] @ rot(reps_k)[0, 0].T  # (12, 12), depends on i - j only
+    cos, sin = rotary_tables(8, 12)
+    rot = lambda t: t * cos + torch.cat([-t[..., 4:], t[..., :4]], dim=-1) * sin  # the rotate-half form
+    q, k = torch.randn(1, 8), torch.randn(1, 8)
+    scores = rot(q.expand(12, 8)) @ rot(k.expand(12, 8)).T  # (12, 12), depends on i - j only
     assert torch.allclose(scores[3, 1], scores[10, 8], atol=1e-5)
     assert torch.allclose(scores[0, 5], scores[6, 11], atol=1e-5)
 
@@ -111,7 +110,7 @@ def test_causal_model_ignores_the_future():
 @pytest.mark.parametrize("bad,name", [
     (dict(d_model=0), "d_model"), (dict(n_heads=2.5), "n_heads"), (dict(pos="alibi"), "pos"),
     (dict(norm="rms"), "norm"), (dict(temperature=1.0, scale=1.0), "temperature"), (dict(temperature=0), "temperature"),
-    (dict(pos="rope", d_head=3), "d_head"), (dict(task="classify"), "n_classes"), (dict(dropout=1.0), "dropout"),
+    (dict(pos="rope", d_head=3), "d_head"), (dict(task="classify"), "n_classes"),
     (dict(vocab_size=None), "vocab_size"), (dict(input_dim=4), "vocab_size"), (dict(residual="yes"), "residual"),
 ])
 def test_config_errors_name_the_parameter(bad, name):

@@ -11,9 +11,9 @@ from helpers import parameters
 from helpers.experiments import ch06_real_data as ch
 from helpers.experiments import ch06_real_data_points as pts
 from helpers.parameters import ParameterError
-from helpers.train import evaluate
+from helpers.training import evaluate
 
-TINY = pts.TrainSpec(d_model=8, n_heads=2, n_layers=1, d_value=4, lr=3e-3, max_steps=12, eval_every=4, patience=1,
+TINY = pts.DomainSpec(d_model=8, n_heads=2, n_layers=1, d_value=4, lr=3e-3, max_steps=12, eval_every=4, patience=1,
                      text_batch_tokens=64, text_train_tokens=4096, test_tokens=256, probe_tokens=32).as_config()
 
 
@@ -286,16 +286,16 @@ def test_saturation_summary_and_headline_read_the_outcomes_of_every_setting():
 
 
 def test_text_validation_set_is_val_tokens_long_and_at_most_a_tenth_of_training():
-    spec = pts.TrainSpec()
+    spec = pts.DomainSpec()
     assert pts.val_examples("shakespeare", 128, spec) == spec.val_tokens // 128
-    small = pts.TrainSpec(text_train_tokens=40960, val_tokens=16384)
+    small = pts.DomainSpec(text_train_tokens=40960, val_tokens=16384)
     assert pts.val_examples("bbc", 32, small) == 4096 // 32      # a tenth of the training tokens
-    assert pts.val_examples("shakespeare", 1024, pts.TrainSpec(val_tokens=1024)) == 2
+    assert pts.val_examples("shakespeare", 1024, pts.DomainSpec(val_tokens=1024)) == 2
     assert pts.val_examples("mnist", 16, spec) is None
 
 
 def test_learning_rate_is_per_domain_kind_and_said_in_words():
-    spec = pts.TrainSpec(lr=1e-2, image_lr=3e-3)
+    spec = pts.DomainSpec(lr=1e-2, image_lr=3e-3)
     assert pts.learning_rate("shakespeare", spec) == 1e-2 and pts.learning_rate("mnist", spec) == 3e-3
     assert ch.lr_text(["shakespeare", "mnist", "bbc"], spec) == "0.01 for text and 0.003 for images"
     assert ch.lr_text(["bbc"], spec, ratio=0.3) == "0.003 for text"

@@ -1,4 +1,10 @@
-"""Train a stack of small transformers of one family at once: one computation with a leading model axis.
+"""FROZEN COPY of `helpers/stacked.py` as of commit a6d68c4 (2026-12-04), before `helpers.training` replaced it.
+
+Kept only so that `benchmarks/bench_trainer.py` can time the new trainer against the old one in one process.
+Do not use it elsewhere. Two edits only, for today's `helpers.models`: no dropout check (`ModelConfig` has no
+dropout any more) and the rotary tables from `rotary_tables` (the `Rotary` module is gone; same tables).
+
+Train a stack of small transformers of one family at once: one computation with a leading model axis.
 
     configs = [ModelConfig(d_head=d, d_value=16, **fields) for d in (1, 3, 8, 16)]
     stack = ModelStack.build(configs, seeds=[0, 1, 2, 3])      # or ModelStack([model, model, ...])
@@ -79,14 +85,14 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from . import paths
-from .cache import cache_key, write_npz_atomic
-from .errors import ArgumentError
-from .data import IGNORE, TaskData
-from .attention import sinusoidal_table
-from .models import ModelConfig, Rotary, Transformer, build_model, pick_device
-from .threads import torch_threads
-from .train import BatchOrder, TrainingDiverged, _check, lr_factor
+from helpers import paths
+from helpers.cache import cache_key, write_npz_atomic
+from helpers.errors import ArgumentError
+from helpers.data import IGNORE, TaskData
+from helpers.attention import sinusoidal_table
+from helpers.models import ModelConfig, Transformer, build_model, pick_device, rotary_tables
+from helpers.threads import torch_threads
+from frozen.train import BatchOrder, TrainingDiverged, _check, lr_factor
 
 PATHS = ("fast", "explicit")
 FUSED_BIAS = True
@@ -130,8 +136,8 @@ def _rotary_tables(dims: list[int], padded: int, max_len: int, device) -> tuple[
     (cos 1 and sin 0 on the padding, which stays zero)."""
     cos, sin = torch.ones(len(dims), max_len, padded // 2), torch.zeros(len(dims), max_len, padded // 2)
     for i, d in enumerate(dims):
-        table = Rotary(d, max_len)  # its tables repeat over the two halves
-        cos[i, :, : d // 2], sin[i, :, : d // 2] = table.cos[:, : d // 2], table.sin[:, : d // 2]
+        table_cos, table_sin = rotary_tables(d, max_len)  # its tables repeat over the two halves
+        cos[i, :, : d // 2], sin[i, :, : d // 2] = table_cos[:, : d // 2], table_sin[:, : d // 2]
     return torch.cat([cos, cos], dim=-1).to(device), torch.cat([sin, sin], dim=-1).to(device)
 
 
@@ -161,8 +167,6 @@ class ModelStack:
                 raise ArgumentError(f"models[{i}].cfg.{k}", other[k],
                                      f"{base[k]!r} as in models[0]: a stack holds one family (only d_head may "
                                      f"differ; set d_value to hold the value width fixed)")
-        if self.configs[0].dropout:
-            raise ArgumentError("models[0].cfg.dropout", self.configs[0].dropout, "0 in a stack")
         self.attention = attention
         names = [name for name, _ in models[0].named_parameters()]
         slices = {name: [m.get_parameter(name).detach() for m in models] for name in names}

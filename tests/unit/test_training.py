@@ -1,4 +1,5 @@
-"""helpers.stacked: a stack trains exactly its models, model by model, with per-model clipping and stopping."""
+"""helpers.training: one trainer for a stack of models; each model trains as if alone (checked against an
+independent plain-torch loop), with per-model clipping and stopping, and stopped models leave the stack."""
 
 import copy
 import math
@@ -10,13 +11,23 @@ from helpers import data
 from helpers.errors import ArgumentError
 from helpers.experiments import run_stacked_sweep, stack_configs
 from helpers.models import ModelConfig, build_model, uniform_attention
-from helpers.stacked import (ModelStack, StackDiverged, StackedAdamW, bucket_head_dims, clip_per_model,
-                             qk_work_offset, should_stop, stack_weights_path, train_stack)
-from helpers.train import evaluate, train
+from helpers.training import (BatchOrder, Diverged, ModelStack, Recipe, StackedAdamW, bucket_head_dims,
+                              clip_per_model, evaluate, lr_factor, qk_work_offset, should_stop, stack_weights_path,
+                              train)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 MEMBERS = [(d, s) for d in (1, 3, 8, 16) for s in (0, 1)]
+# Float64 comparisons of two computations of the same training that differ only in rounding (padding, summation
+# order): a difference starts at a few units of 2^-53 = 1.1e-16 per operation and grows through the steps. In
+# float32 (2^-24 = 6e-8) the same comparison after 20 steps measured up to 1.1e-5 relative, an amplification of
+# about 200; in float64 that amplification gives about 2e-14. The bound leaves five orders of magnitude on any CPU.
+FLOAT64_BOUND = 1e-9
+
+
+def fit(models, data, seeds, compact=True, **knobs):
+    """`train` with a recipe of these knobs (progress hidden)."""
+    return train(models, data, Recipe(**knobs), seeds, compact=compact)
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +46,15 @@ def key_rows(model):
 
 
 def relative_errors(model, state):
-    """Relative error (norm) of every parameter tensor of `model` against `state`, key biases apart."""
+    """Relative error (norm) of every parameter tensor of `model` against `state`, key biases apart.
+
+    The key biases are compared through the outputs only: softmax ignores a shift shared by all keys, so their
+    gradient is zero in exact arithmetic and Adam turns its rounding noise into +-lr steps; they change nothing
+    the model computes.
+    """
     out = {}
     for name, value in model.state_dict().items():
-        other = state[name]
+        other = state[name].to(value.dtype)
         if name.endswith("qkv.bias"):
             keep = torch.ones(len(value), dtype=torch.bool)
             keep[key_rows(model)] = False
@@ -47,28 +63,64 @@ def relative_errors(model, state):
     return out
 
 
-def test_stack_matches_standalone_training_after_20_steps(copy_data):
-    """Query/key widths 1, 3, 8, 16 (padded to 16) and two seeds: the same parameters as `train`, 1e-5.
+def reference_training(model, d, recipe: Recipe, seed: int):
+    """An independent plain-torch loop for one model: torch's AdamW (decay on matrices), clip_grad_norm_, the
+    warm-up and cosine factor by hand, batches from `BatchOrder(seed)`; no stopping rule, no evaluation."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    rest = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
+                                   {"params": rest, "weight_decay": 0.0}], lr=recipe.lr)
+    order = BatchOrder(len(d.train_x), seed)
+    model.train()
+    for step in range(recipe.steps):
+        warm = recipe.warmup_steps
+        if step < warm:
+            factor = (step + 1) / warm
+        else:
+            factor = 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, recipe.steps - warm))))
+        for group in optimizer.param_groups:
+            group["lr"] = recipe.lr * factor
+        index = order.next(recipe.batch_size)
+        logits = model(d.train_x[index])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), d.train_y[index].reshape(-1),
+                                                 ignore_index=data.IGNORE)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
+        optimizer.step()
+    return model
 
-    The key biases are compared through the outputs only: softmax ignores a shift shared by all keys, so
-    their gradient is zero in exact arithmetic and Adam turns its rounding noise into +-lr steps in either
-    trainer; they change nothing the model computes.
-    """
+
+def test_a_model_trains_as_an_independent_plain_torch_loop_would(copy_data):
+    """One model, float64: the trainer (a stack of one) against `reference_training`, 20 steps."""
+    recipe = Recipe(steps=20, batch_size=16, lr=3e-3, eval_every=0)
+    ours = build_model(configs(copy_data, [3])[0], seed=4).double()
+    theirs = copy.deepcopy(ours)
+    train(ours, copy_data, recipe, [9])
+    reference_training(theirs, copy_data, recipe, 9)
+    errors = relative_errors(ours, theirs.state_dict())
+    assert max(errors.values()) < FLOAT64_BOUND, max(errors.items(), key=lambda kv: kv[1])
+    moved = relative_errors(ours, build_model(configs(copy_data, [3])[0], seed=4).double().state_dict())
+    assert min(moved.values()) > 1e-4  # every tensor trained
+
+
+def test_a_padded_stack_trains_each_model_as_if_alone(copy_data):
+    """Query/key widths 1, 3, 8, 16 (padded to 16) and two seeds, float64: each model's parameters after 20 steps
+    equal those it gets trained alone (a stack of one, no padding)."""
     cfgs = configs(copy_data, [d for d, _ in MEMBERS])
     seeds = [s for _, s in MEMBERS]
-    models = [build_model(c, seed=s) for c, s in zip(cfgs, seeds)]
+    models = [build_model(c, seed=s).double() for c, s in zip(cfgs, seeds)]
     stack = ModelStack(models)
-    options = dict(steps=20, batch_size=16, lr=3e-3, eval_every=0, progress=False)
-    train_stack(stack, copy_data, seeds=seeds, **options)
+    knobs = dict(steps=20, batch_size=16, lr=3e-3, eval_every=0)
+    fit(stack, copy_data, seeds, **knobs)
     x = copy_data.test_x[:8]
     for i, (model, seed) in enumerate(zip(models, seeds)):
-        train(model, copy_data, seed=seed, **options)
-        state = stack.state_dict(i)
-        errors = relative_errors(model, state)
-        assert max(errors.values()) < 1e-5, (MEMBERS[i], max(errors.items(), key=lambda kv: kv[1]))
+        fit(model, copy_data, [seed], **knobs)
+        errors = relative_errors(model, stack.state_dict(i))
+        assert max(errors.values()) < FLOAT64_BOUND, (MEMBERS[i], max(errors.items(), key=lambda kv: kv[1]))
         alone = model.eval()(x)
         split = stack.models()[i](x)
-        assert ((split - alone).norm() / alone.norm()).item() < 1e-5
+        assert ((split - alone).norm() / alone.norm()).item() < FLOAT64_BOUND
     padded = stack.params["blocks.0.attn.qkv.weight"]
     assert padded.shape[1] == 2 * (2 * 16 + 8)  # heads x (2 x largest d_head + d_value)
     assert (padded[0][stack.masks["blocks.0.attn.qkv.weight"][0] == 0] == 0).all()  # padding stayed zero
@@ -77,13 +129,13 @@ def test_stack_matches_standalone_training_after_20_steps(copy_data):
 
 def test_rotary_stack_with_mixed_widths_trains_like_its_models(copy_data):
     cfgs = configs(copy_data, [2, 6], pos="rope")
-    models = [build_model(c, seed=s) for c, s in zip(cfgs, (0, 1))]
+    models = [build_model(c, seed=s).double() for c, s in zip(cfgs, (0, 1))]
     stack = ModelStack(models)
-    options = dict(steps=10, batch_size=16, eval_every=0, progress=False)
-    train_stack(stack, copy_data, seeds=[0, 1], **options)
+    options = dict(steps=10, batch_size=16, eval_every=0)
+    fit(stack, copy_data, [0, 1], **options)
     for i, model in enumerate(models):
-        train(model, copy_data, seed=i, **options)
-        assert max(relative_errors(model, stack.state_dict(i)).values()) < 1e-5
+        fit(model, copy_data, [i], **options)
+        assert max(relative_errors(model, stack.state_dict(i)).values()) < FLOAT64_BOUND
 
 
 VARIANTS = [dict(), dict(norm="post", pos="learned", activation="relu"), dict(mlp=False, norm="none", bias=False),
@@ -163,21 +215,20 @@ def test_early_stopping_acts_on_one_model_only():
     """Model 1 starts trained, so it stops early; model 0 trains on, exactly as it would alone."""
     d = data.load("sorting", 12, n_train=256, n_test=32)
     cfg = configs(d, [4])[0]
-    fresh, done = build_model(cfg, seed=0), build_model(cfg, seed=1)
-    train(done, d, steps=300, batch_size=32, lr=3e-3, eval_every=0, seed=5, progress=False)
-    options = dict(steps=60, batch_size=16, lr=3e-3, eval_every=5, patience=2, min_improvement=0.01,
-                   progress=False)
+    fresh, done = build_model(cfg, seed=0).double(), build_model(cfg, seed=1).double()
+    fit(done, d, [5], steps=300, batch_size=32, lr=3e-3, eval_every=0)
+    options = dict(steps=60, batch_size=16, lr=3e-3, eval_every=5, patience=2, min_improvement=0.01)
     both = ModelStack([copy.deepcopy(fresh), copy.deepcopy(done)])
-    status = train_stack(both, d, seeds=[0, 1], **options).status
+    status = fit(both, d, [0, 1], **options).status
     assert status.converged.tolist() == [False, True], status
     stop = int(status.stop_step[1])
     assert stop < 60 and status.stop_step[0] == 60
     for i, model in enumerate((fresh, done)):  # each alone: the same trajectory and stopping step
         alone = ModelStack([copy.deepcopy(model)])
-        alone_status = train_stack(alone, d, seeds=[i], **options).status
+        alone_status = fit(alone, d, [i], **options).status
         assert int(alone_status.stop_step[0]) == int(status.stop_step[i])
         errors = relative_errors(alone.models()[0], both.state_dict(i))
-        assert max(errors.values()) < 1e-5
+        assert max(errors.values()) < FLOAT64_BOUND
 
 
 def test_a_stack_that_drops_its_stopped_models_trains_each_as_if_alone():
@@ -186,33 +237,32 @@ def test_a_stack_that_drops_its_stopped_models_trains_each_as_if_alone():
     history it gets alone and in a stack that keeps computing every model."""
     d = data.load("sorting", 12, n_train=256, n_test=32)
     cfgs = configs(d, [2, 8, 4])
-    start = [build_model(c, seed=s) for c, s in zip(cfgs, (0, 1, 2))]
+    start = [build_model(c, seed=s).double() for c, s in zip(cfgs, (0, 1, 2))]
     for model, steps in zip(start[1:], (300, 100)):
-        train(model, d, steps=steps, batch_size=32, lr=3e-3, eval_every=0, seed=5, progress=False)
+        fit(model, d, [5], steps=steps, batch_size=32, lr=3e-3, eval_every=0)
     # the floor stops width 8 at step 5, the relative rule width 4 at step 10 and width 2 at step 70
-    options = dict(steps=80, batch_size=16, lr=3e-3, eval_every=5, patience=2, min_improvement=0.01, loss_floor=0.5,
-                   progress=False)
+    options = dict(steps=80, batch_size=16, lr=3e-3, eval_every=5, patience=2, min_improvement=0.01, loss_floor=0.5)
     runs = {}
     for compact in (True, False):
         stack = ModelStack([copy.deepcopy(m) for m in start])
-        runs[compact] = stack, train_stack(stack, d, seeds=[0, 1, 2], compact=compact, **options)
+        runs[compact] = stack, fit(stack, d, [0, 1, 2], compact=compact, **options)
     (shrunk, result), (full, reference) = runs[True], runs[False]
     stops = result.status.stop_step.tolist()
     assert len(set(stops)) == 3 and result.status.converged[1] and result.status.converged[2], result.status
     assert [(c["models"], c["d_head"]) for c in result.compactions] == [(2, 4), (1, 2)], result.compactions
     assert reference.compactions == [] and reference.status.stop_step.tolist() == stops
     for column in ("test_loss", "test_accuracy", "val_loss"):
-        assert result.status[column].tolist() == pytest.approx(reference.status[column].tolist(), rel=1e-5)
+        assert result.status[column].tolist() == pytest.approx(reference.status[column].tolist(), rel=FLOAT64_BOUND)
     keys = ["model", "step", "metric"]
     a, b = (r.history[r.history.metric != "seconds"].sort_values(keys) for r in (result, reference))
     assert a[keys].values.tolist() == b[keys].values.tolist()  # the same rows: nothing logged for a dropped model
-    assert a.value.tolist() == pytest.approx(b.value.tolist(), rel=1e-5)
+    assert a.value.tolist() == pytest.approx(b.value.tolist(), rel=FLOAT64_BOUND)
     for i, model in enumerate(start):
-        assert max(relative_errors(full.models()[i], shrunk.state_dict(i)).values()) < 1e-5, i
+        assert max(relative_errors(full.models()[i], shrunk.state_dict(i)).values()) < FLOAT64_BOUND, i
         alone = ModelStack([copy.deepcopy(model)])
-        status = train_stack(alone, d, seeds=[i], **options).status
+        status = fit(alone, d, [i], **options).status
         assert int(status.stop_step[0]) == stops[i]
-        assert max(relative_errors(alone.models()[0], shrunk.state_dict(i)).values()) < 1e-5, i
+        assert max(relative_errors(alone.models()[0], shrunk.state_dict(i)).values()) < FLOAT64_BOUND, i
 
 
 def test_stopping_rule():
@@ -237,32 +287,32 @@ def _fresh_and_done(steps_done=300):
     """A sorting task, an untrained model and one trained beforehand (low validation loss from the start)."""
     d = data.load("sorting", 12, n_train=256, n_test=32)
     cfg = configs(d, [4])[0]
-    fresh, done = build_model(cfg, seed=0), build_model(cfg, seed=1)
-    train(done, d, steps=steps_done, batch_size=32, lr=3e-3, eval_every=0, seed=5, progress=False)
+    fresh, done = build_model(cfg, seed=0).double(), build_model(cfg, seed=1).double()
+    fit(done, d, [5], steps=steps_done, batch_size=32, lr=3e-3, eval_every=0)
     return d, fresh, done
 
 
 def test_a_model_under_the_loss_floor_stops_and_the_other_is_untouched():
     d, fresh, done = _fresh_and_done()
-    options = dict(steps=40, batch_size=16, lr=3e-3, eval_every=5, patience=50, progress=False)
+    options = dict(steps=40, batch_size=16, lr=3e-3, eval_every=5, patience=50)
     plain = ModelStack([copy.deepcopy(fresh), copy.deepcopy(done)])
-    plain_result = train_stack(plain, d, seeds=[0, 1], **options)
+    plain_result = fit(plain, d, [0, 1], **options)
     val = plain_result.history.query("metric == 'val_loss' and step == 5").set_index("model").value
     assert val[1] < val[0], "the pretrained model validates better"
     floor = math.sqrt(val[0] * val[1])                     # between the two at the first check
     floored = ModelStack([copy.deepcopy(fresh), copy.deepcopy(done)])
-    status = train_stack(floored, d, seeds=[0, 1], loss_floor=floor, **options).status
+    status = fit(floored, d, [0, 1], loss_floor=floor, **options).status
     assert status.converged.tolist() == [False, True] and status.stop_step.tolist() == [40, 5], status
     assert plain_result.status.converged.tolist() == [False, False]     # patience 50: the relative rule never fires
     errors = relative_errors(plain.models()[0], floored.state_dict(0))
-    assert max(errors.values()) < 1e-6, "the model above the floor trains exactly as without one"
+    assert max(errors.values()) < FLOAT64_BOUND, "the model above the floor trains exactly as without one"
 
 
 def test_min_evals_delays_the_relative_rule_only():
     d, fresh, done = _fresh_and_done()
-    options = dict(steps=60, batch_size=16, lr=3e-3, eval_every=5, patience=2, min_improvement=0.01, progress=False)
-    early = train_stack(ModelStack([copy.deepcopy(done)]), d, seeds=[1], **options).status
-    waited = train_stack(ModelStack([copy.deepcopy(done)]), d, seeds=[1], min_evals=8, **options).status
+    options = dict(steps=60, batch_size=16, lr=3e-3, eval_every=5, patience=2, min_improvement=0.01)
+    early = fit(ModelStack([copy.deepcopy(done)]), d, [1], **options).status
+    waited = fit(ModelStack([copy.deepcopy(done)]), d, [1], min_evals=8, **options).status
     first = int(early.stop_step[0])
     assert early.converged[0] and first < 35, early
     # 8 validation losses (steps 0, 5, ..., 35): the rule may fire from step 35 on, and does at once on a flat curve
@@ -271,18 +321,18 @@ def test_min_evals_delays_the_relative_rule_only():
 
 def test_nan_in_one_model_stops_it_and_keeps_the_others(copy_data):
     cfgs = configs(copy_data, [2, 4])
-    good, bad = build_model(cfgs[0], seed=0), build_model(cfgs[1], seed=1)
+    good, bad = build_model(cfgs[0], seed=0).double(), build_model(cfgs[1], seed=1).double()
     with torch.no_grad():
         bad.head.bias[3] = float("nan")
     stack = ModelStack([copy.deepcopy(good), bad])
-    options = dict(steps=10, batch_size=16, eval_every=0, progress=False)
-    with pytest.raises(StackDiverged, match=r"model 1 \(d_head=4, seed=7\): the training loss became nan at step 1") \
+    options = dict(steps=10, batch_size=16, eval_every=0)
+    with pytest.raises(Diverged, match=r"model 1 \(d_head=4, seed=7\): the training loss became nan at step 1") \
             as caught:
-        train_stack(stack, copy_data, seeds=[3, 7], **options)
+        fit(stack, copy_data, [3, 7], **options)
     status = caught.value.result.status
     assert status.diverged.tolist() == [False, True] and status.stop_step.tolist() == [10, 0]
-    train(good, copy_data, seed=3, **options)
-    assert max(relative_errors(good, stack.state_dict(0)).values()) < 1e-5
+    fit(good, copy_data, [3], **options)
+    assert max(relative_errors(good, stack.state_dict(0)).values()) < FLOAT64_BOUND
 
 
 def test_bad_input_fails_before_training(copy_data):
@@ -290,13 +340,13 @@ def test_bad_input_fails_before_training(copy_data):
     before = {k: v.detach().clone() for k, v in stack.params.items()}
     for lr in (0, -1e-3, float("nan"), float("inf"), "3e-3", True, None):
         with pytest.raises(ArgumentError, match=r"Argument lr: got .*allowed: a finite number > 0"):
-            train_stack(stack, copy_data, seeds=[0, 1], steps=5, lr=lr, progress=False)
+            fit(stack, copy_data, [0, 1], steps=5, lr=lr)
     with pytest.raises(ArgumentError, match="seeds"):
-        train_stack(stack, copy_data, seeds=[0], steps=5, progress=False)
+        fit(stack, copy_data, [0], steps=5)
     with pytest.raises(ArgumentError, match="loss_floor"):
-        train_stack(stack, copy_data, seeds=[0, 1], steps=5, loss_floor=0.1, progress=False)  # needs patience
+        fit(stack, copy_data, [0, 1], steps=5, loss_floor=0.1)  # needs patience
     with pytest.raises(ArgumentError, match="min_evals"):
-        train_stack(stack, copy_data, seeds=[0, 1], steps=5, patience=2, min_evals=-1, progress=False)
+        fit(stack, copy_data, [0, 1], steps=5, patience=2, min_evals=-1)
     assert all(torch.equal(before[k], v) for k, v in stack.params.items())
     with pytest.raises(ArgumentError, match=r"Argument models: got \[\]"):
         ModelStack([])
@@ -308,8 +358,6 @@ def test_bad_input_fails_before_training(copy_data):
     values = [build_model(configs(copy_data, [4])[0]), build_model(configs(copy_data, [4], d_value=4)[0])]
     with pytest.raises(ArgumentError, match=r"models\[1\]\.cfg\.d_value"):
         ModelStack(values)
-    with pytest.raises(ArgumentError, match=r"models\[1\]\.cfg\.dropout"):
-        ModelStack([build_model(c) for c in configs(copy_data, [2], dropout=0.0) + configs(copy_data, [2], dropout=0.1)])
 
 
 def test_buckets_bound_the_padding_waste():
@@ -333,7 +381,7 @@ def point(task, members, seed):
     d = data.load(task, 6, n_train=64, n_test=8)
     cfgs = configs(d, [m["d_head"] for m in members])
     stack = ModelStack.build(cfgs, seeds=[m["seed"] for m in members])
-    result = train_stack(stack, d, seeds=[m["seed"] for m in members], steps=3, batch_size=8, progress=False)
+    result = fit(stack, d, [m["seed"] for m in members], steps=3, batch_size=8)
     stack.save(stack_weights_path("stack_test", {"task": task, "members": members}, __name__))
     return [{"d_head": m["d_head"], "seed": m["seed"], "test_loss": loss, "calls": 1}
             for m, loss in zip(members, result.status.test_loss)]
@@ -345,11 +393,11 @@ def test_a_stack_is_one_sweep_task_stored_once(tmp_path, monkeypatch):
     tasks = stack_configs(grid, [0, 1], buckets=lambda dims: [dims[:2], dims[2:]])
     assert [len(t["members"]) for t in tasks] == [4, 2]
     first = run_stacked_sweep("stack_test", point, grid, seeds=[0, 1],
-                              buckets=lambda dims: [dims[:2], dims[2:]], progress=False)
+                              buckets=lambda dims: [dims[:2], dims[2:]])
     assert first.attrs["computed"] == 2 and len(first) == 6
     assert sorted(zip(first.d_head, first.seed)) == [(d, s) for d in (1, 2, 8) for s in (0, 1)]
     again = run_stacked_sweep("stack_test", point, grid, seeds=[0, 1],
-                              buckets=lambda dims: [dims[:2], dims[2:]], progress=False)
+                              buckets=lambda dims: [dims[:2], dims[2:]])
     assert again.attrs["computed"] == 0 and again.test_loss.tolist() == first.test_loss.tolist()
     members = tasks[1]["members"]  # the stored weights give back the standalone models
     path = stack_weights_path("stack_test", {"task": "reversal", "members": members}, __name__)
@@ -366,8 +414,7 @@ def test_tiny_task_is_learned_and_attention_is_load_bearing():
     d = data.load("reversal", 8, n_train=2048, n_test=128)
     cfgs = configs(d, [4, 8])
     stack = ModelStack.build(cfgs, seeds=[0, 1])
-    status = train_stack(stack, d, seeds=[0, 1], steps=400, batch_size=32, lr=3e-3, eval_every=50, patience=3,
-                         progress=False).status
+    status = fit(stack, d, [0, 1], steps=400, batch_size=32, lr=3e-3, eval_every=50, patience=3).status
     assert status.test_accuracy.min() > 0.95, status
     for model in stack.models():
         trained = evaluate(model, d.test_x, d.test_y)["loss"]
@@ -375,3 +422,80 @@ def test_tiny_task_is_learned_and_attention_is_load_bearing():
             uniform = evaluate(model, d.test_x, d.test_y)["loss"]
         assert uniform - trained > 1.0
         assert math.isclose(evaluate(model, d.test_x, d.test_y)["loss"], trained)  # restored
+
+
+def tiny(d, **options):
+    return build_model(d_model=32, n_heads=2, n_layers=2, pos="learned", seed=0, **{**d.model_fields(), **options})
+
+
+@pytest.mark.parametrize("name", ["sorting", "copy"])
+def test_loss_falls_within_a_small_budget(name):
+    d = data.load(name, 12, n_train=512, n_test=64)
+    model = tiny(d)
+    result = fit(model, d, [0], steps=120, batch_size=32, lr=3e-3, eval_every=0)
+    losses = result.history[result.history.metric == "test_loss"].value.tolist()
+    assert len(losses) == 2  # the start and the end
+    assert losses[1] < 0.8 * losses[0], losses
+    assert result.status.test_accuracy[0] > 0.2
+    assert evaluate(model, d.test_x, d.test_y)["loss"] == pytest.approx(losses[1], rel=1e-5)  # trained in place
+
+
+def test_image_classification_runs():
+    d = data.load("digits", 16, n_train=64, n_test=32)
+    model = build_model(d_model=16, n_heads=2, n_layers=1, seed=0, **d.model_fields())
+    result = fit(model, d, [0], steps=5, batch_size=16)
+    assert set(result.history.metric) >= {"train_loss", "lr", "test_loss", "test_accuracy", "seconds"}
+
+
+def test_a_huge_learning_rate_diverges_with_a_clear_message():
+    d = data.load("reversal", 8, n_train=64, n_test=8)
+    with pytest.raises(Diverged, match=r"loss became (nan|inf).*lower lr"):
+        fit(tiny(d), d, [0], steps=50, batch_size=16, lr=1e30, warmup=0, clip=None)
+
+
+def test_history_is_tidy_deterministic_and_leaves_the_global_rng_alone():
+    d = data.load("reversal", 8, n_train=64, n_test=8)
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    runs = [fit(tiny(d), d, [3], steps=10, batch_size=16, eval_every=5, log_every=5) for _ in range(2)]
+    assert torch.equal(torch.get_rng_state(), state)
+    a, b = (r.history[r.history.metric != "seconds"].reset_index(drop=True) for r in runs)
+    assert list(a.columns) == ["model", "step", "metric", "value"]
+    assert a.equals(b)
+    assert a[a.metric == "test_loss"].step.tolist() == [0, 5, 10]
+    assert a[a.metric == "lr"].value.tolist() == pytest.approx([3e-3 * lr_factor(s, 10, 1) for s in (4, 9)])
+
+
+def test_schedule_warms_up_then_decays():
+    factors = [lr_factor(s, 100, 10) for s in range(100)]
+    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
+    assert all(x >= y for x, y in zip(factors[10:], factors[11:]))
+    assert factors[-1] < 0.01
+    assert lr_factor(100, 100, 10, final=0.1) == pytest.approx(0.1)
+    assert math.isclose(lr_factor(55, 100, 10), 0.5, abs_tol=1e-9)
+    assert Recipe(steps=100, lr=2.0, warmup=10).lr_at(55) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("knobs,name", [
+    (dict(steps=0), "steps"), (dict(lr=-1.0), "lr"), (dict(batch_size=2.0), "batch_size"), (dict(clip=0), "clip"),
+    (dict(patience=0), "patience"), (dict(min_improvement=1.0), "min_improvement"),
+    (dict(patience=2, eval_every=0), "eval_every"), (dict(final_lr_ratio=2), "final_lr_ratio"),
+    (dict(weight_decay=-0.1), "weight_decay"),
+])
+def test_a_bad_recipe_names_its_field(knobs, name):
+    with pytest.raises(ArgumentError, match=f"Argument {name}:"):
+        Recipe(**knobs)
+
+
+def test_bad_training_arguments_fail_before_any_step():
+    d = data.load("reversal", 8, n_train=8, n_test=8)
+    model = tiny(d)
+    before = copy.deepcopy(model.state_dict())
+    for call, name in ((lambda: train(model, d, Recipe(), [0], threads=0), "threads"),
+                       (lambda: train(model, d, Recipe(patience=2, val_examples=8), [0]), "val_examples"),
+                       (lambda: train(model, d, {"steps": 5}, [0]), "recipe"),
+                       (lambda: train(model, d, Recipe(), [0, 1]), "seeds"),
+                       (lambda: train("model", d, Recipe(), [0]), "models")):
+        with pytest.raises(ArgumentError, match=f"Argument {name}:"):
+            call()
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())

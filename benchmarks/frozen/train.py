@@ -1,4 +1,6 @@
-"""Training loop: AdamW, linear warm-up then cosine decay, gradient clipping, periodic evaluation, and attention ranks.
+"""FROZEN COPY of `helpers/train.py` as of commit a6d68c4 (2026-12-04); see `frozen/stacked.py`.
+
+Training loop: AdamW, linear warm-up then cosine decay, gradient clipping, periodic evaluation, and attention ranks.
 
     data = load("reversal", n=32)
     model = build_model(d_model=64, n_heads=4, d_head=4, **data.model_fields())
@@ -21,13 +23,13 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from . import rank
-from .capture import attention_ranks
-from .errors import ArgumentError
-from .data import IGNORE, TaskData
-from .models import count_parameters, pick_device
-from .seeding import torch_generator
-from .threads import torch_threads
+from helpers import rank
+from helpers.capture import attention_ranks
+from helpers.errors import ArgumentError
+from helpers.data import IGNORE, TaskData
+from helpers.models import count_parameters, pick_device
+from helpers.seeding import torch_generator
+from helpers.threads import torch_threads
 
 
 SMALL_MODEL = 200_000

@@ -1,0 +1,183 @@
+"""The book's one transformer forward pass: M models of one family at once, every tensor with a model axis first.
+
+    out = forward(params, layout, x)        # x (M, batch, ...) -> (M, batch, ...)
+
+A standalone `helpers.models.Transformer` runs it as a stack of one (`Transformer.forward`), and the trainer runs
+it on a `helpers.training.ModelStack`; so a model computes the same thing while it trains and while it is read.
+
+`params` maps the standalone parameter names (`blocks.0.attn.qkv.weight`, ...) to tensors `(M, *shape)`; the
+query and key rows of `qkv` may be padded with zeros to a common width D (`layout.cfg.d_head`), which leaves
+every q.k unchanged. `layout` holds what is not a parameter: the family's config, each model's logit scale per
+layer, the rotary and sinusoidal tables, and per layer the attention path and an optional probe.
+
+**Attention paths.** "fast" calls `scaled_dot_product_attention`; "explicit" materialises the probabilities.
+A probe, when a layer has one (set by `helpers.capture`), is called with the probabilities `(M batch, heads,
+n, n)` and the output is left exactly as the path computes it. Each model's logit scale is folded into its query
+weights (far smaller than the queries), and rotary positions are linear, so the scale commutes with them.
+
+**Why these kernels (CPU, float32).** Biases are fused into `baddbmm`, a norm's per-model affine is one
+`addcmul`: a separate multiply and add would each be another pass over the activations.
+"""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+if TYPE_CHECKING:  # helpers.models imports this module
+    from .models import ModelConfig
+
+PATHS = ("fast", "explicit")
+
+
+@dataclass
+class Layout:
+    """What the forward pass needs besides the parameters.
+
+    cfg: the family's config, its d_head the padded query/key width D; scales `(M, n_layers)`: each model's
+    factor on q.k per layer; rotary: (cos, sin) `(M, max_len, D)` or None; pos_table: sinusoidal
+    `(max_len, d_model)` or None; paths: "fast" or "explicit" per layer; probes: a callable or None per layer.
+    """
+
+    cfg: "ModelConfig"
+    scales: torch.Tensor
+    rotary: tuple | None
+    pos_table: torch.Tensor | None
+    paths: tuple
+    probes: tuple
+
+
+def linear(params: dict, x: torch.Tensor, name: str, rows_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """x `(M, ..., in)` through `name.weight` `(M, out, in)` and `name.bias` `(M, out)`; rows_scale `(M, out)`
+    multiplies the outputs, applied to the weights and bias."""
+    w, b = params[name + ".weight"], params.get(name + ".bias")
+    if rows_scale is not None:
+        w, b = w * rows_scale.unsqueeze(-1), (None if b is None else b * rows_scale)
+    shape = x.shape
+    flat = x.reshape(shape[0], -1, shape[-1])
+    out = torch.matmul(flat, w.transpose(1, 2)) if b is None else torch.baddbmm(b.unsqueeze(1), flat, w.transpose(1, 2))
+    return out.reshape(*shape[:-1], w.shape[1])
+
+
+def _norm(params, layout, x, name):
+    if layout.cfg.norm == "none":
+        return x
+    view = (x.shape[0],) + (1,) * (x.ndim - 2) + (x.shape[-1],)
+    return torch.addcmul(params[name + ".bias"].view(view), F.layer_norm(x, x.shape[-1:]),
+                         params[name + ".weight"].view(view))
+
+
+def _causal_mask(n: int, device) -> torch.Tensor:
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+
+
+def probabilities(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
+    """softmax(q k^T [+ causal mask]) for queries already scaled: `(..., n, n)`."""
+    logits = q @ k.transpose(-1, -2)
+    if causal:
+        logits = logits.masked_fill(_causal_mask(q.shape[-2], q.device), float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def _attention(params, layout, x, layer):
+    cfg, prefix = layout.cfg, f"blocks.{layer}.attn"
+    m, b, n, _ = x.shape
+    h, d, dv = cfg.n_heads, cfg.head_dim, cfg.value_dim
+    scales = layout.scales[:, layer]
+    query_scale = torch.cat([scales[:, None].expand(m, h * d), scales.new_ones(m, h * (d + dv))], 1)
+    q, k, v = linear(params, x, prefix + ".qkv", query_scale).split([h * d, h * d, h * dv], dim=-1)
+    q, k, v = (t.reshape(m, b, n, h, -1).transpose(2, 3) for t in (q, k, v))  # (M, B, heads, n, width)
+    if layout.rotary is not None:  # each model's own frequencies, on its halves-split layout
+        cos, sin = (t[:, None, None, :n] for t in layout.rotary)  # (M, 1, 1, n, D)
+        q, k = (t * cos + torch.cat([-t[..., d // 2:], t[..., : d // 2]], dim=-1) * sin for t in (q, k))
+    q, k, v = (t.reshape(m * b, h, n, -1) for t in (q, k, v))
+    probe = layout.probes[layer]
+    if layout.paths[layer] == "explicit":
+        probs = probabilities(q, k, cfg.causal)
+        if probe is not None:
+            probe(probs.detach())
+        mixed = probs @ v
+    else:
+        if probe is not None:
+            with torch.no_grad():
+                probe(probabilities(q.detach(), k.detach(), cfg.causal))
+        mixed = F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal, scale=1.0)
+    mixed = mixed.reshape(m, b, h, n, dv).transpose(2, 3).reshape(m, b, n, h * dv)
+    return linear(params, mixed, prefix + ".out")
+
+
+def _mlp(params, layout, x, layer):
+    act = F.gelu if layout.cfg.activation == "gelu" else F.relu
+    prefix = f"blocks.{layer}.mlp"
+    return linear(params, act(linear(params, x, prefix + ".0")), prefix + ".2")
+
+
+def _sublayer(params, layout, x, layer, part, norm):
+    cfg = layout.cfg
+    if cfg.norm == "pre":
+        y = part(params, layout, _norm(params, layout, x, norm), layer)
+        return x + y if cfg.residual else y
+    y = part(params, layout, x, layer)
+    return _norm(params, layout, x + y if cfg.residual else y, norm)
+
+
+def _embed(params, layout, x):
+    cfg, m = layout.cfg, x.shape[0]
+    if cfg.vocab_size is not None:
+        table = params["embed.weight"]  # (M, V, d_model): one lookup in the models' tables laid end to end
+        offsets = (torch.arange(m, device=x.device) * cfg.vocab_size).view(m, *(1,) * (x.ndim - 1))
+        return F.embedding(x + offsets, table.reshape(m * cfg.vocab_size, -1))
+    if cfg.input_dim is not None:
+        return linear(params, x, "embed")
+    p, c, s = cfg.patch_size, cfg.channels, cfg.image_size
+    b = x.shape[1]
+    if x.shape[2:] not in ((c, s, s), (s, s)):
+        raise ValueError(f"images must be (batch, {c}, {s}, {s}) or (batch, {s}, {s}); got {tuple(x.shape[1:])}")
+    patches = F.unfold(x.reshape(m * b, c, s, s), kernel_size=p, stride=p)  # (M B, C p p, patches), row-major
+    patches = patches.transpose(1, 2).reshape(m, b, -1, c * p * p)
+    weight = params["embed.proj.weight"].reshape(m, cfg.d_model, c * p * p)
+    bias = params.get("embed.proj.bias")
+    out = torch.bmm(patches.reshape(m, -1, c * p * p), weight.transpose(1, 2))
+    out = out if bias is None else out + bias.unsqueeze(1)
+    return out.reshape(m, b, -1, cfg.d_model)
+
+
+def stream(params: dict, layout: Layout, x: torch.Tensor) -> list[torch.Tensor]:
+    """The token states entering the first block and leaving every block: n_layers + 1 tensors
+    `(M, batch, n, d_model)` (before the final norm), for inputs `(M, batch, n)` tokens, `(M, batch, n, D)`
+    vectors or `(M, batch, [C,] S, S)` images."""
+    cfg = layout.cfg
+    h = _embed(params, layout, x)
+    n = h.shape[2]
+    if n > cfg.max_len:
+        raise ValueError(f"sequence length {n} exceeds max_len={cfg.max_len}; build with a larger max_len")
+    if cfg.pos == "learned":
+        h = h + params["pos_table"][:, None, :n]
+    elif layout.pos_table is not None:
+        h = h + layout.pos_table[:n]
+    states = [h]
+    for layer in range(cfg.n_layers):
+        h = _sublayer(params, layout, h, layer, _attention, f"blocks.{layer}.norm1")
+        if cfg.mlp:
+            h = _sublayer(params, layout, h, layer, _mlp, f"blocks.{layer}.norm2")
+        states.append(h)
+    return states
+
+
+def hidden(params: dict, layout: Layout, x: torch.Tensor) -> torch.Tensor:
+    """Final hidden states `(M, batch, n, d_model)` (see `stream` for the inputs)."""
+    h = stream(params, layout, x)[-1]
+    return _norm(params, layout, h, "final_norm") if layout.cfg.norm == "pre" else h
+
+
+def forward(params: dict, layout: Layout, x: torch.Tensor) -> torch.Tensor:
+    """Inputs with a model axis (see `hidden`) -> `(M, batch, n, V)` ("lm"), `(M, batch, n_classes)` ("classify")
+    or `(M, batch, n, d_model)` ("features")."""
+    cfg = layout.cfg
+    h = hidden(params, layout, x)
+    if cfg.task == "lm":
+        return linear(params, h, "head")
+    if cfg.task == "classify":
+        return linear(params, h.mean(dim=2) if cfg.pool == "mean" else h[:, :, -1], "head")
+    return h
