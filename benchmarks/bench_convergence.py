@@ -7,7 +7,7 @@ Bars (seed mean, held-out data): Shakespeare characters at n = 128 <= 2.8 bits/c
 and 4x4 patches (n = 49) >= 0.95 accuracy; synthetic copy at n = 256 >= 0.99 accuracy; for every real-data
 domain, uniform attention in place of the trained attention raises the test loss by >= 0.05 nats.
 Model: d_model 64, 2 layers, 4 heads, query/key width 16 (the largest of the chapter sweeps at this width),
-value width 16, AdamW 3e-3 with warm-up and cosine decay, early stopping (see `helpers.stacked`); copy uses
+value width 16, AdamW 3e-3 with warm-up and cosine decay, early stopping (see `helpers.training`); copy uses
 chapter 05's recipe (rotary positions, lr 1e-2).
 """
 
@@ -21,8 +21,7 @@ from _common import header
 
 from helpers import data as datasets
 from helpers.models import ModelConfig, uniform_attention
-from helpers.stacked import ModelStack, train_stack
-from helpers.train import evaluate
+from helpers.training import ModelStack, Recipe, evaluate, train
 
 D_HEAD = 16
 MODEL = dict(d_model=64, n_heads=4, n_layers=2, d_head=D_HEAD, d_value=16)
@@ -65,9 +64,9 @@ def run(task: str, seeds: int, steps: int | None, threads: int | None) -> dict:
     seed_list = list(range(seeds))
     stack = ModelStack.build([cfg] * seeds, seed_list, device="cpu")
     started = time.perf_counter()
-    result = train_stack(stack, data, seeds=seed_list, steps=steps, batch_size=batch, eval_every=100,
-                         patience=20 if task.startswith("copy") else 8, threads=threads, progress=True,
-                         **{"lr": 3e-3, **train_options})
+    recipe = Recipe(steps=steps, batch_size=batch, eval_every=100, patience=20 if task.startswith("copy") else 8,
+                    **{"lr": 3e-3, **train_options})
+    result = train(stack, data, recipe, seed_list, threads=threads, progress=True)
     seconds = time.perf_counter() - started
     models = stack.models()
     out = {"task": task, "seeds": seeds, "steps": steps, "batch": batch, "train_seconds": seconds,

@@ -1,4 +1,4 @@
-"""Chapter 05's real stacks trained with stopped models dropped (`train_stack(compact=True)`) against kept
+"""Chapter 05's real stacks trained with stopped models dropped (`helpers.training.train(compact=True)`) against kept
 (`compact=False`), alternated in one process: CPU seconds per stack and their ratio.
 
 Each stack is one (task, n, d_qk) cell of chapter 05's full mode (d_model 32, value width 16, 3 seeds, at most

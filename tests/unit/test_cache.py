@@ -56,7 +56,7 @@ def test_dependency_files_follow_the_imports_of_a_chapter_module():
     # barrier.py: `from .. import attention, geometry, rank, seeding`; the runner and the store always count
     assert {"experiments/ch02_low_rank_barrier.py", "attention.py", "geometry.py", "rank.py", "seeding.py",
             "experiments/__init__.py", "__init__.py", "cache.py"} <= names
-    assert not {"plotting.py", "record.py", "book.py", "models.py", "train.py"} & names
+    assert not {"plotting.py", "record.py", "book.py", "models.py", "forward.py", "training/loop.py"} & names
     assert cache.dependency_files("tests.unit.test_cache") is None
 
 
