@@ -7,6 +7,12 @@
 
 Workers only compute and return results; the client writes the result store, so the store needs no
 shared file system. Each executor yields `(index, result, error)` as points finish, in any order.
+
+An adaptive sweep decides its next points from the results so far, so it submits as it goes:
+
+    with executor.pool() as pool:
+        ticket = pool.submit(point, config, seed)     # returns at once (in-process: runs on `wait`)
+        ticket, result, error = pool.wait()           # blocks until one submitted point has finished
 """
 
 import atexit
@@ -26,14 +32,100 @@ def _call(point, config, seed):
         return point(**config, seed=seed)
 
 
+def _run_all(executor, point, tasks) -> Iterator[tuple[int, object, BaseException | None]]:
+    """`run` for every executor: submit every task, yield each as it finishes."""
+    with executor.pool() as pool:
+        tickets = {pool.submit(point, config, seed): i for i, (config, seed) in enumerate(tasks)}
+        for _ in tasks:
+            ticket, result, error = pool.wait()
+            yield tickets[ticket], result, error
+
+
+class _Pool:
+    """Submitted points and their tickets (0, 1, ...); subclasses start and collect the work."""
+
+    def __init__(self):
+        self.running: dict = {}   # handle -> ticket
+        self.tickets = 0
+
+    def submit(self, point: Callable, config: dict, seed: int) -> int:
+        self.running[self._start(point, config, seed)] = ticket = self.tickets
+        self.tickets += 1
+        return ticket
+
+    def __len__(self) -> int:
+        """Points submitted and not yet collected by `wait`."""
+        return len(self.running)
+
+    def wait(self) -> tuple[int, object, BaseException | None]:
+        if not self.running:
+            raise RuntimeError("wait() with no point submitted")
+        handle, result, error = self._collect()
+        return self.running.pop(handle), result, error
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+
+class _Serial(_Pool):
+    """Points run in submission order, in this process, when `wait` asks for one."""
+
+    def __init__(self):
+        super().__init__()
+        self.queued: dict = {}   # ticket -> (point, config, seed)
+
+    def _start(self, point, config, seed):
+        self.queued[self.tickets] = (point, config, seed)
+        return self.tickets
+
+    def _collect(self):
+        ticket = next(iter(self.running))
+        point, config, seed = self.queued.pop(ticket)
+        return ticket, point(**config, seed=seed), None  # errors propagate at once, as they always have
+
+
 class InProcess:
     """Run points one after another in this process (the default)."""
 
     name = "in-process"
+    workers = 1
+
+    def pool(self) -> _Pool:
+        return _Serial()
 
     def run(self, point: Callable, tasks: list[tuple[dict, int]]) -> Iterator[tuple[int, object, BaseException | None]]:
-        for index, (config, seed) in enumerate(tasks):
-            yield index, point(**config, seed=seed), None  # errors propagate at once, as they always have
+        return _run_all(self, point, tasks)
+
+
+class _Futures(_Pool):
+    """Points on a `concurrent.futures` process pool."""
+
+    def __init__(self, workers: int):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        super().__init__()
+        self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def _start(self, point, config, seed):
+        return self.executor.submit(_call, point, config, seed)
+
+    def _collect(self):
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+        future = min(done, key=self.running.get)   # the earliest submitted of those done: a stable order
+        error = future.exception()
+        return future, None if error else future.result(), error
+
+    def close(self) -> None:
+        self.executor.shutdown(cancel_futures=True)
 
 
 class ProcessPool:
@@ -43,16 +135,11 @@ class ProcessPool:
         self.workers = workers or os.cpu_count() or 1
         self.name = f"process pool ({self.workers} workers)"
 
-    def run(self, point, tasks):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+    def pool(self) -> _Pool:
+        return _Futures(self.workers)
 
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(self.workers, mp_context=context) as pool:
-            futures = {pool.submit(_call, point, config, seed): i for i, (config, seed) in enumerate(tasks)}
-            for future in as_completed(futures):
-                error = future.exception()
-                yield futures[future], None if error else future.result(), error
+    def run(self, point, tasks):
+        return _run_all(self, point, tasks)
 
 
 class Dask:
@@ -75,24 +162,40 @@ class Dask:
                                          dashboard_address=None)
         return Client(self._cluster)
 
-    def run(self, point, tasks):
-        from distributed import as_completed
+    def pool(self) -> _Pool:
+        return _DaskPool(self.client())
 
-        client = self.client()
-        try:
-            futures = {client.submit(_call, point, config, seed, pure=False): i for i, (config, seed) in enumerate(tasks)}
-            for future in as_completed(futures):
-                if future.status == "finished":
-                    yield futures[future], future.result(), None
-                else:
-                    yield futures[future], None, future.exception()
-        finally:
-            client.close()
+    def run(self, point, tasks):
+        return _run_all(self, point, tasks)
 
     def close(self) -> None:
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+class _DaskPool(_Pool):
+    """Points on a Dask cluster, through one client (closed with the pool)."""
+
+    def __init__(self, client):
+        from distributed import as_completed
+
+        super().__init__()
+        self.client, self.finished = client, as_completed()
+
+    def _start(self, point, config, seed):
+        future = self.client.submit(_call, point, config, seed, pure=False)
+        self.finished.add(future)
+        return future
+
+    def _collect(self):
+        future = next(self.finished)
+        if future.status == "finished":
+            return future, future.result(), None
+        return future, None, future.exception()
+
+    def close(self) -> None:
+        self.client.close()
 
 
 _DEFAULT = None  # set by a notebook's SCHEDULER parameter through set_default

@@ -9,6 +9,8 @@ so chapters never edit one shared file; this module holds the runner they all us
 
 Models that differ only in one axis (the query/key width) and their seed can be trained together, as one
 stacked computation (`helpers.training`), with `run_stacked_sweep`: each stack is one task of the runner.
+`run_adaptive_sweep` (`helpers.experiments.adaptive`) trains only the widths and seeds a saturation answer depends
+on, and stores each model on its own.
 
 Every row of the result carries its config and seed. Points already in the store are loaded,
 not recomputed, so a killed sweep resumes where it stopped (each point is written atomically as soon as
@@ -21,10 +23,10 @@ import sys
 from collections.abc import Callable
 
 import pandas as pd
-from tqdm import tqdm
 
 from .. import executors
 from ..cache import ResultStore, point_module, to_jsonable
+from ..progress import SweepProgress
 
 
 def grid(**axes) -> list[dict]:
@@ -103,8 +105,8 @@ def run_sweep(
                 results[i] = stored
     missing = [i for i in range(len(tasks)) if i not in results]
     failures = []
-    bar = tqdm(total=len(tasks), initial=len(results), desc=f"{name} [{runner.name}]", file=sys.stderr,
-               disable=not progress, mininterval=2.0, leave=False)
+    line = SweepProgress(name, runner.name, unit="point", enabled=progress)
+    loaded = len(results)
     for j, result, error in runner.run(point, [tasks[i] for i in missing]):
         config, seed = tasks[missing[j]]
         if error is not None:
@@ -113,9 +115,10 @@ def run_sweep(
             result = to_jsonable(_rows(result))  # as a re-run will load it
             store.save(name, config, seed, result, module)
             results[missing[j]] = result
-        bar.update(1)
-        bar.set_postfix(computed=len(missing) - len(failures), failed=len(failures), refresh=False)
-    bar.close()
+        line.update(done=len(results) - loaded, loaded=loaded, left=len(tasks) - len(results) - len(failures))
+    line.update(left=0)
+    if missing:
+        line.close()
     if failures:
         raise SweepError(name, failures)
     rows = [{**config, "seed": seed, **row} for i, (config, seed) in enumerate(tasks) for row in results[i]]
@@ -164,3 +167,6 @@ def run_stacked_sweep(name: str, point: Callable[..., list[dict]], configs: list
                 raise ValueError(f"run_stacked_sweep {name!r}: the point returned no row for {member} "
                                  f"(each row must carry {axis!r} and 'seed')")
     return frame.drop(columns="members")
+
+
+from .adaptive import run_adaptive_sweep  # noqa: E402,F401 (it builds on run_sweep's helpers above)
