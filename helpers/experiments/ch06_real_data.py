@@ -3,8 +3,10 @@
     P = chapter.resolve(P)             # mode defaults, checks between parameters
     result = chapter.analyse(P)        # trains (or loads) every stack, returns a ChapterResult
 
-Each (domain, n) is one stack of models (`ch06_real_data_points.stack_point`): every d_qk of the grid x every
-seed, the value width fixed. Per model the analysis keeps the test loss, the accuracy, the loss with uniform
+Each (domain, n) trains only the query/key widths d_qk and seeds its saturation answers depend on
+(`helpers.design`, run by `helpers.experiments.run_adaptive_sweep`): both ends of the d_qk grid with N_SEEDS
+seeds, then one width per step by bisection for the loss and for each rank measure, then an extra seed (up to
+MAX_SEEDS) at the widths an answer rests on wherever leaving one seed out moves it. The value width is fixed. Per model the analysis keeps the test loss, the accuracy, the loss with uniform
 attention and the attention ranks (hardmax and numerical at rtol 1e-3, mean over layers, heads and probe
 sequences).
 
@@ -32,10 +34,11 @@ import torch
 
 from .. import counterexamples as cx, english, executors, parameters, robust, saturation, theory
 from ..results import ChapterResult, Verdict
-from . import run_stacked_sweep, run_sweep, stack_configs
+from ..design import Design
+from . import run_adaptive_sweep, run_sweep
 from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
                                     RANK_LABELS, RTOL, DomainSpec, check_n, domain_kind, learning_rate,
-                                    load_domain, stack_point, trained_models)
+                                    load_domain, stack_point, trained_model)
 
 LEVEL = saturation.LEVEL          # 0.95: the share of the rise (or drop) that counts as saturated
 UNIFORM_GAP = 0.05                # nats: uniform attention must cost at least this much (the attention is used)
@@ -72,14 +75,18 @@ DEFAULTS = {                      # name -> (quick, full)
     "BBC_N": ([32], [128]),
     "IMAGE_N": ([16], [16]),        # n = 49 costs about 5x n = 16 per step: by parameter
     "PROTEIN_N": ([32], [128]),
-    "D_QK": ([1, 2, 4], [1, 2, 4, 16]),   # dense where the curves bend; 8 (and more) by parameter
-    "N_SEEDS": (3, 3),
+    "D_QK": ([1, 2, 4], [1, 2, 3, 4, 6, 8, 12, 16]),   # the widths that may be trained: the design picks
+    "N_SEEDS": (3, 3),            # seeds every trained width starts with
+    "MAX_SEEDS": (3, 5),          # extra seeds, one at a time, where a seed left out moves an answer
 }
 
 
 def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved), the training spec, and check linked parameters."""
+    max_seeds_given = P["MAX_SEEDS"] is not None
     P.fill_mode_defaults(DEFAULTS)   # grids sorted; DOMAINS, a list of names, in the order given
+    if not max_seeds_given:
+        P["MAX_SEEDS"] = max(P.MAX_SEEDS, P.N_SEEDS)   # more starting seeds than the default cap: no extra ones
     for domain in P.DOMAINS:
         for n in P[N_PARAMS[domain]]:
             try:
@@ -93,6 +100,8 @@ def resolve(P):
     parameters.require(spec.eval_every * (spec.patience + 1) <= spec.max_steps, "PATIENCE", P.PATIENCE,
                        f"an integer with (PATIENCE + 1) x {spec.eval_every} (the evaluation interval) <= MAX_STEPS "
                        f"({spec.max_steps}), so that early stopping can act")
+    parameters.require(P.MAX_SEEDS >= P.N_SEEDS, "MAX_SEEDS", P.MAX_SEEDS,
+                       f"an integer >= N_SEEDS ({P.N_SEEDS}): the seeds every width starts with")
     P["SPEC"] = spec.as_config()
     P["SCHEDULER"] = default_scheduler(P.MODE, P.SCHEDULER)
     return P
@@ -112,29 +121,40 @@ def settings(P) -> list[tuple[str, int]]:
     return [(d, n) for d in P.DOMAINS for n in P[N_PARAMS[d]]]
 
 
-def seeds(P) -> list[int]:
-    return [P.SEED + i for i in range(P.N_SEEDS)]
+def design(P) -> Design:
+    """The adaptive design of the run: the d_qk grid, N_SEEDS seeds to start, at most MAX_SEEDS."""
+    return Design(tuple(P.D_QK), seeds=P.N_SEEDS, max_seeds=P.MAX_SEEDS, first_seed=P.SEED)
 
 
-def grid_configs(P) -> list[dict]:
-    return [dict(domain=d, n=n, d_head=k, spec=P.SPEC) for d, n in settings(P) for k in P.D_QK]
+def setting_configs(P) -> list[dict]:
+    return [dict(domain=d, n=n, spec=P.SPEC) for d, n in settings(P)]
 
 
-def stack_tasks(P) -> list[dict]:
-    """The stacks of the run (one per (domain, n), every d_qk x seed), as the sweep runner stores them."""
-    return stack_configs(grid_configs(P), seeds(P))
+def design_scores(rows: pd.DataFrame) -> dict:
+    """{quantity: {(d_qk, seed): score}} of one setting's models, higher is better (minus the loss); NaN for a
+    model that diverged. The quantities are those whose saturation the chapter reads (`QUANTITIES`)."""
+    models = model_table(rows)
+    out = {}
+    for quantity in QUANTITIES:
+        sign, _ = RULES[quantity]
+        values = models["test_loss" if quantity == "loss" else quantity].astype(float).where(models.valid)
+        out[quantity] = {(int(d), int(s)): sign * v for d, s, v in zip(models.d_head, models.seed, values)}
+    return out
+
+
+def worth_refining(rows: pd.DataFrame) -> bool:
+    """A setting is refined only if its widest models learned: the bar met and the attention load-bearing at the
+    largest trained d_qk (otherwise it is untestable whatever the smaller widths do)."""
+    row = quality(model_table(rows), min_seeds=1).iloc[0]
+    return bool(row.meets_bar and row.load_bearing)
 
 
 def sweep(P, progress: bool = True) -> pd.DataFrame:
-    """Every stack, through the result store: one row per (domain, n, d_qk, seed, layer)."""
-    return run_stacked_sweep(EXPERIMENT, stack_point, grid_configs(P), seeds(P), progress=progress).drop(columns="spec")
-
-
-def models_for(P, domain: str, n: int) -> tuple[list, object, list[dict]]:
-    """The trained standalone models of one setting (from the stored weights), its data and its members."""
-    task = next(t for t in stack_tasks(P) if t["domain"] == domain and t["n"] == n)
-    models, data = trained_models(domain, n, task["spec"], task["members"])
-    return models, data, task["members"]
+    """Every model the design trains, through the result store: one row per (domain, n, d_qk, seed, layer);
+    `attrs["design"]` says per setting and quantity whether a seed left out still moves the answer."""
+    frame = run_adaptive_sweep(EXPERIMENT, stack_point, setting_configs(P), design(P), design_scores,
+                               keep_going=worth_refining, progress=progress)
+    return frame.drop(columns="spec")
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -145,7 +165,8 @@ def model_table(rows: pd.DataFrame) -> pd.DataFrame:
     keys = ["domain", "n", "d_head", "seed"]
     ranks = rows.groupby(keys, sort=False)[list(RANK_LABELS)].mean()
     other = [c for c in ("test_loss", "test_accuracy", "bits_per_token", "uniform_loss", "uniform_increase",
-                         "params", "chance_loss", "converged", "stop_step", "diverged", "stack_seconds") if c in rows]
+                         "params", "chance_loss", "converged", "stop_step", "diverged", "stack_seconds", "stack_size")
+             if c in rows]
     out = ranks.join(rows.groupby(keys, sort=False)[other].first()).reset_index()
     out["diverged"] = out.diverged.astype(bool)
     out["converged"] = out.converged.astype(bool)
@@ -640,6 +661,7 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     started = time.perf_counter()
     rows = sweep(P)
     result.frames["sweep_seconds"] = time.perf_counter() - started
+    result.frames["design"] = pd.DataFrame(rows.attrs["design"]).drop(columns="spec")
     models = model_table(rows)
     q = quality(models)
     sat = saturation_table(models, resamples=resamples, seed=P.SEED)
@@ -670,7 +692,7 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     result.quote("ch6_baselines", baselines_text(base))
     result.quote("ch6_bars_summary", bars_summary(q))
     result.quote("ch6_cap_where", cap_where(q))
-    result.quote("ch6_stack_minutes", float(models.groupby(["domain", "n"]).stack_seconds.first().sum() / 60), digits=2)
+    result.quote("ch6_stack_minutes", float((models.stack_seconds / models.stack_size).sum() / 60), digits=2)
     _saturation_quotes(P, q, sat, at_max, result, models, resamples)
     return result.done()
 

@@ -2,13 +2,14 @@
 
     spec = DomainSpec.for_mode("quick")
     rows = stack_point("shakespeare", 64, spec.as_config(), [{"d_head": 1, "seed": 0}, {"d_head": 4, "seed": 0}])
-    models, data = trained_models("shakespeare", 64, spec.as_config(), members)   # from the stored .npz
+    model, data = trained_model("shakespeare", 64, spec.as_config(), d_head=4, seed=0)   # from the stored .npz
 
-A stack holds every (d_qk, seed) of one (domain, n): the models share n, the data and everything but the
-query/key width `d_head` (the value width `d_value` is fixed, so a change of loss is caused by the attention
-logits, not by the capacity of the value path). They are trained together by `helpers.training.train`
-with early stopping, and their weights are stored as one `.npz` next to the result store entry
-(`helpers.training.stack_weights_path`, keyed like it), so chapter 07 reads them instead of retraining.
+A stack holds some (d_qk, seed) pairs of one (domain, n), as the adaptive design asks for them: the models share
+n, the data and everything but the query/key width `d_head` (the value width `d_value` is fixed, so a change of
+loss is caused by the attention logits, not by the capacity of the value path). They are trained together by
+`helpers.training.train` with early stopping. Each model's weights are stored on their own (`weights_path`: keyed
+by the domain, n, spec, width and seed, which fix its recipe, and by this module's code), so any chapter that needs
+the same model (chapter 07) reads it, whichever stack trained it, instead of retraining.
 
 This module is the code the result store keys the point by: edits to the chapter's analysis
 (`ch06_real_data`) keep the trained stacks.
@@ -162,9 +163,10 @@ def _check_members(members) -> list[dict]:
     return members
 
 
-def weights_path(domain: str, n: int, spec: dict, members: list[dict]):
-    """Where a stack's weights live: keyed like its result store entry (config and this module's code)."""
-    return stack_weights_path(EXPERIMENT, {"domain": domain, "n": n, "spec": spec, "members": members}, __name__)
+def weights_path(domain: str, n: int, spec: dict, d_head: int, seed: int):
+    """Where one model's weights live: keyed by its recipe (domain, n, spec, width, seed) and this module's code."""
+    return stack_weights_path(EXPERIMENT, {"domain": domain, "n": n, "spec": spec, "d_head": d_head, "seed": seed},
+                              __name__)
 
 
 def train_models(domain: str, n: int, spec: dict, members: list[dict]):
@@ -178,22 +180,27 @@ def train_models(domain: str, n: int, spec: dict, members: list[dict]):
     started = time.perf_counter()
     try:
         result = train(stack, data, spec_obj.recipe(domain, n), [seeding.derive_seed(m["seed"], "order") for m in members],
-                       device="cpu", progress=True, threads=1)
+                       device="cpu", progress=False, threads=1)   # the sweep writes one progress line
     except Diverged as error:
         result = error.result
     return stack, data, result.status, time.perf_counter() - started
 
 
-def trained_models(domain: str, n: int, spec: dict, members: list[dict]):
-    """The standalone models of a stack and its data: read from the stored `.npz`, else trained and stored."""
-    path = weights_path(domain, n, spec, members)
+def save_models(domain: str, n: int, spec: dict, members: list[dict], stack: ModelStack) -> None:
+    """Each model of a trained stack in its own `.npz` (see `weights_path`)."""
+    for member, model in zip(members, stack.models()):
+        ModelStack([model]).save(weights_path(domain, n, spec, member["d_head"], member["seed"]))
+
+
+def trained_model(domain: str, n: int, spec: dict, d_head: int, seed: int):
+    """One standalone model and its data: read from its stored `.npz`, else trained (a stack of one) and stored."""
+    path = weights_path(domain, n, spec, d_head, seed)
     if path.exists():
-        stack = ModelStack.load(path, device="cpu")
-        data = load_domain(domain, n, DomainSpec(**spec))
-    else:
-        stack, data, _, _ = train_models(domain, n, spec, members)
-        stack.save(path)
-    return stack.models(), data
+        return ModelStack.load(path, device="cpu").models()[0], load_domain(domain, n, DomainSpec(**spec))
+    members = [{"d_head": d_head, "seed": seed}]
+    stack, data, _, _ = train_models(domain, n, spec, members)
+    save_models(domain, n, spec, members, stack)
+    return stack.models()[0], data
 
 
 def model_rows(model, data: datasets.TaskData, spec: DomainSpec) -> list[dict]:
@@ -217,7 +224,7 @@ def stack_point(domain: str, n: int, spec: dict, members: list[dict], seed: int 
     member's d_head, seed, whether it converged, the step its weights are from, and whether it diverged."""
     with torch_threads(1):
         stack, data, status, seconds = train_models(domain, n, spec, members)
-        stack.save(weights_path(domain, n, spec, members))
+        save_models(domain, n, spec, members, stack)
         rows = []
         spec_obj = DomainSpec(**spec)
         for member, model, (_, st) in zip(members, stack.models(), status.iterrows()):

@@ -56,15 +56,27 @@ def finetune_lr(P, domain: str) -> float:
     return FINETUNE_LR_RATIO * ch06.learning_rate(domain, ch06.DomainSpec(**P.SPEC))
 
 
-def compression_sweep(P, progress: bool = True) -> pd.DataFrame:
-    """Every chapter-06 setting's widest models truncated to every r, with and without fine-tuning (stored)."""
+def finetune_widths(models: pd.DataFrame, d_max: int) -> dict:
+    """{(domain, n): the widths below d_max at which chapter 06 trained models from scratch}: the ranks fine-tuned,
+    so that every fine-tuned rank has its from-scratch comparison."""
+    return {(d, int(n)): sorted(int(w) for w in part.d_head.unique() if w < d_max)
+            for (d, n), part in models.groupby(["domain", "n"], sort=False)}
+
+
+def compression_sweep(P, models: pd.DataFrame, progress: bool = True) -> pd.DataFrame:
+    """Every chapter-06 setting's widest models (`models`: `ch06.model_table`) truncated to every r, and fine-tuned at
+    the widths chapter 06 trained from scratch (stored)."""
     d_max = max(P.D_QK)
     ranks = list(range(1, d_max + 1))
-    configs = [dict(domain=t["domain"], n=t["n"], spec=t["spec"], members=t["members"], d_max=d_max, ranks=ranks,
-                    finetune_ranks=[r for r in P.D_QK if r < d_max], finetune_steps=P.FINETUNE_STEPS,
-                    finetune_lr=finetune_lr(P, t["domain"])) for t in ch06.stack_tasks(P)]
+    widths = finetune_widths(models, d_max)
+    configs = []
+    for config in ch06.setting_configs(P):
+        part = models[(models.domain == config["domain"]) & (models.n == config["n"]) & (models.d_head == d_max)]
+        configs.append(dict(**config, seeds=sorted(int(s) for s in part.seed), d_max=d_max, ranks=ranks,
+                            finetune_ranks=widths[(config["domain"], config["n"])], finetune_steps=P.FINETUNE_STEPS,
+                            finetune_lr=finetune_lr(P, config["domain"])))
     df = run_sweep(EXPERIMENT_COMPRESSION, compression_point, configs, [0], progress=progress)
-    return df.drop(columns=["spec", "members", "ranks", "finetune_ranks"])
+    return df.drop(columns=["spec", "seeds", "ranks", "finetune_ranks"])
 
 
 def minilm_sweep(P, progress: bool = True) -> pd.DataFrame:
@@ -361,7 +373,7 @@ def analyse(P) -> ChapterResult:
     started = time.perf_counter()
     models = ch06.model_table(ch06.sweep(P))
     q = ch06.quality(models)
-    comp = compression_sweep(P)
+    comp = compression_sweep(P, models)
     result.frames["compression_seconds"] = time.perf_counter() - started
     curves = compression_curves(comp)
     smallest = smallest_r_table(comp)
@@ -381,7 +393,10 @@ def analyse(P) -> ChapterResult:
     result.quote("ch7_d_max", d_max, "d")
     result.quote("ch7_finetune_steps", P.FINETUNE_STEPS, "d")
     result.quote("ch7_finetune_lr", ch06.lr_text(P.DOMAINS, ch06.DomainSpec(**P.SPEC), FINETUNE_LR_RATIO))
-    result.quote("ch7_finetune_ranks", english.join([str(r) for r in P.D_QK if r < d_max] + [f"{d_max} (control)"]))
+    tuned = sorted(set().union(*finetune_widths(models, d_max).values()))
+    result.quote("ch7_finetune_ranks", f"the ranks at which chapter 06 trained models from scratch in the same setting "
+                                       f"({english.join([str(r) for r in tuned])} across the settings) and at "
+                                       f"r = {d_max}, the control")
     result.quote("ch7_tolerance_pct", 100 * TOLERANCE, "g")
     result.quote("ch7_included", english.count_of(len(included), len(q), "setting"))
     full_rank = curves[(curves.stage == "truncated") & (curves.r == d_max)]

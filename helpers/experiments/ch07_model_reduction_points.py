@@ -1,6 +1,6 @@
 """Chapter 07's grid points: compress trained heads by truncating W_q W_k^T, with and without fine-tuning.
 
-    rows = compression_point("shakespeare", 64, spec, members, d_max=16, ranks=[1, 2, 4], finetune_ranks=[1, 4],
+    rows = compression_point("shakespeare", 64, spec, seeds=[0, 1, 2], d_max=16, ranks=[1, 2, 4], finetune_ranks=[1, 4],
                              finetune_steps=200, finetune_lr=1e-3)
     rows = minilm_point(["bbc"], sentences=32, tokens=32, ranks=[1, 8, 32], seed=0)
 
@@ -11,7 +11,8 @@ SVD) is written back as factors of width r: `reduce_model` returns a standalone 
 folded into the query factor), so the truncated model is the same architecture as a model trained from scratch
 at d_qk = r, and fine-tuning it keeps its rank at most r.
 
-The chapter-06 models are read from their stored weights (`ch06_real_data_points.trained_models`), not retrained.
+The chapter-06 models are read from their stored weights (`ch06_real_data_points.trained_model`, keyed by their
+recipe), not retrained.
 """
 
 import copy
@@ -25,7 +26,7 @@ from .. import minilm, rank, seeding
 from ..models import Transformer, build_model
 from ..threads import torch_threads
 from ..training import Diverged, ModelStack, Recipe, evaluate, train
-from .ch06_real_data_points import DomainSpec, batch_size, load_domain, trained_models
+from .ch06_real_data_points import DomainSpec, batch_size, trained_model
 
 ENERGY = 0.9          # the share of the squared singular values a rank must hold ("energy rank")
 RTOL = 1e-3
@@ -107,18 +108,19 @@ def qk_parameters(model: Transformer) -> int:
 
 # ---- chapter-06 models: truncation, then a short fine-tuning ----
 
-def compression_point(domain: str, n: int, spec: dict, members: list[dict], d_max: int, ranks: list,
+def compression_point(domain: str, n: int, spec: dict, seeds: list[int], d_max: int, ranks: list,
                       finetune_ranks: list, finetune_steps: int, finetune_lr: float, seed: int = 0) -> list[dict]:
-    """Per seed of the d_qk = `d_max` models of one chapter-06 stack, and per r in `ranks`: the test loss and
+    """Per seed in `seeds` of the d_qk = `d_max` models of one chapter-06 setting (read by their recipe, trained only
+    if missing), and per r in `ranks`: the test loss and
     accuracy with every head cut to rank r and no fine-tuning; for r in `finetune_ranks` also after
     `finetune_steps` steps of AdamW at `finetune_lr` (every model of the stack fine-tuned together, each with its
     own data order; r = d_max is the uncompressed control fine-tuned the same way)."""
     spec_obj = DomainSpec(**spec)
     with torch_threads(1):
-        models, data = trained_models(domain, n, spec, members)
-        wide = [(m["seed"], model) for m, model in zip(members, models) if m["d_head"] == d_max]
-        if not wide:
-            raise ValueError(f"no model with d_head = {d_max} among the members {members}")
+        if not seeds:
+            raise ValueError(f"no chapter-06 model with d_head = {d_max} in {domain}, n = {n}")
+        loaded = [trained_model(domain, n, spec, d_max, s) for s in seeds]
+        wide, data = [(s, model) for s, (model, _) in zip(seeds, loaded)], loaded[0][1]
         rows = []
         for s, model in wide:
             base = evaluate(model, data.test_x, data.test_y)
@@ -135,7 +137,7 @@ def compression_point(domain: str, n: int, spec: dict, members: list[dict], d_ma
         recipe = Recipe(steps=finetune_steps, batch_size=batch_size(domain, n, spec_obj), lr=finetune_lr,
                         warmup=max(1, finetune_steps // 10), eval_every=finetune_steps)
         try:
-            status = train(stack, data, recipe, order_seeds, device="cpu", progress=True, threads=1).status
+            status = train(stack, data, recipe, order_seeds, device="cpu", progress=False, threads=1).status
         except Diverged as error:
             status = error.result.status
         for (s, r, _), (_, st) in zip(tuned, status.iterrows()):

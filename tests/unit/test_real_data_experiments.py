@@ -19,7 +19,8 @@ TINY = pts.DomainSpec(d_model=8, n_heads=2, n_layers=1, d_value=4, lr=3e-3, max_
 
 def _params(**overrides):
     values = dict(MODE="quick", SEED=0, DOMAINS=None, TEXT_N=None, BBC_N=None, IMAGE_N=None, PROTEIN_N=None,
-                  D_QK=None, N_SEEDS=None, MAX_STEPS=None, PATIENCE=None, MIN_IMPROVEMENT=None, SCHEDULER=None)
+                  D_QK=None, N_SEEDS=None, MAX_SEEDS=None, MAX_STEPS=None, PATIENCE=None, MIN_IMPROVEMENT=None,
+                  SCHEDULER=None)
     values.update(overrides)
     return parameters.Params(values)
 
@@ -41,8 +42,10 @@ def test_resolve_names_the_parameter_of_a_bad_n_and_a_patience_that_cannot_act()
         ch.resolve(_params(PATIENCE=100))
     P = ch.resolve(_params(MAX_STEPS=400, D_QK=[1, 2, 8]))
     assert P.SPEC["max_steps"] == 400 and P.D_QK == [1, 2, 8] and P.N_SEEDS == 3
-    assert [t["n"] for t in ch.stack_tasks(P)] == [32, 16, 32]  # one stack per (domain, n), every d_qk x seed
-    assert len(ch.stack_tasks(P)[0]["members"]) == 9
+    assert [t["n"] for t in ch.setting_configs(P)] == [32, 16, 32]  # one setting per (domain, n)
+    assert ch.design(P).grid == (1, 2, 8) and (ch.design(P).seeds, ch.design(P).max_seeds) == (3, 3)
+    with pytest.raises(ParameterError, match="MAX_SEEDS"):
+        ch.resolve(_params(N_SEEDS=4, MAX_SEEDS=3))
 
 
 def test_full_mode_trains_its_stacks_on_a_process_pool_unless_told_otherwise(monkeypatch):
@@ -169,8 +172,10 @@ def test_stack_point_rows_weights_and_reload(tmp_path, monkeypatch, one_thread):
     assert set(zip(rows.d_head, rows.seed)) == {(m["d_head"], m["seed"]) for m in members}
     assert np.allclose(rows.uniform_increase, rows.uniform_loss - rows.test_loss)
     assert (rows.hardmax >= 1).all() and (rows.hardmax <= 8).all() and (rows["numerical@1e-03"] <= 8).all()
-    assert pts.weights_path("shakespeare", 8, TINY, members).exists()
-    models, data = pts.trained_models("shakespeare", 8, TINY, members)  # read back, not retrained
+    assert all(pts.weights_path("shakespeare", 8, TINY, m["d_head"], m["seed"]).exists() for m in members)
+    monkeypatch.setattr(pts, "train_models", lambda *a: pytest.fail("a stored model was trained again"))
+    pairs = [pts.trained_model("shakespeare", 8, TINY, m["d_head"], m["seed"]) for m in members]   # read back
+    models, data = [m for m, _ in pairs], pairs[0][1]
     for model, (_, row) in zip(models, rows.iterrows()):
         assert model.cfg.head_dim == row.d_head and model.cfg.value_dim == 4
         assert evaluate(model, data.test_x, data.test_y)["loss"] == pytest.approx(row.test_loss, rel=1e-5)
