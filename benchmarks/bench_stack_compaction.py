@@ -20,7 +20,7 @@ RECIPE = training.CellSpec(d_model=32, d_value=16, steps=2000, eval_every=50, pa
 def run(task, n, d_qk, compact):
     data = training.task_data(task, n, 0, RECIPE)
     start = time.process_time()
-    _, status = training._train_stack(task, data, [d_qk], [0, 1, 2], RECIPE, compact=compact)
+    _, status = training._train_stack(task, data, [(d_qk, s) for s in (0, 1, 2)], RECIPE, compact=compact)
     return time.process_time() - start, status
 
 

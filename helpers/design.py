@@ -79,11 +79,10 @@ class Design:
         object.__setattr__(self, "grid", tuple(grid))
         if len(grid) < 2:
             raise ArgumentError("grid", self.grid, "at least two widths (the rule's baseline and reference)")
-        for name, value, low in (("seeds", self.seeds, 2), ("max_seeds", self.max_seeds, self.seeds),
+        for name, value, low in (("seeds", self.seeds, 1), ("max_seeds", self.max_seeds, self.seeds),
                                  ("first_seed", self.first_seed, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ArgumentError(name, value, f"an integer >= {low}"
-                                    + (" (seeds: one is left out at a time)" if name == "seeds" else "")
                                     + (" (the seeds every width starts with)" if name == "max_seeds" else ""))
         if not 0 < self.level < 1:
             raise ArgumentError("level", self.level, "a number strictly between 0 and 1")

@@ -10,7 +10,7 @@ each carry the `axis` value and `seed` of their model, exactly as for `run_stack
 - asks `design.plan` what each setting needs next and loads what the result store has (key: the setting with the
   width, and the seed: a model is found by any sweep of the same name, point code and recipe, whichever stack
   trained it);
-- sends the missing models of a setting as one stack (or several, through `buckets`) and, as soon as a setting's
+- sends the missing models of a setting as one stack (or several: `buckets(setting, widths)`) and, as soon as a setting's
   stacks are back, plans its next step, so that the workers never wait for a round of every setting to finish;
 - runs in-process, on a process pool or on a Dask cluster (`helpers.executors`), and writes one progress line.
 
@@ -57,7 +57,7 @@ def run_adaptive_sweep(name: str, point: Callable, settings: list[dict], design:
 
     scores(rows) -> {quantity: {(width, seed): score}} reads the rows of one setting (higher is better);
     keep_going(rows) -> bool, asked once both ends are trained, can stop a setting (a quality bar missed);
-    buckets(widths) -> list of lists splits one request into several stacks. recompute=True retrains every
+    buckets(setting, widths) -> list of lists splits one request into several stacks. recompute=True retrains every
     requested model and overwrites the store."""
     settings = _check(name, point, settings, design, axis)
     store = store or ResultStore()
@@ -91,7 +91,7 @@ def run_adaptive_sweep(name: str, point: Callable, settings: list[dict], design:
 
     def stacks(i, request) -> list[dict]:
         widths = sorted({w for w, _ in request})
-        groups = buckets(widths) if buckets is not None else [widths]
+        groups = buckets(settings[i], widths) if buckets is not None else [widths]
         return [{**settings[i], "members": [{axis: w, "seed": s} for w, s in request if w in group]}
                 for group in groups if any(w in group for w, _ in request)]
 

@@ -14,10 +14,12 @@ best earlier one by more than `tolerance`, relative) or until `steps` (the step 
 test accuracy**, whether its rule stopped it or it ran to the cap: dropping the capped ones would shape the smallest
 widths by the step cap. The counts of both kinds are recorded.
 
-**Search.** For each (task, n) both ends of the d_qk grid are trained first (the saturation rule's baseline and
-reference), then one width per round by bisection (`helpers.gridsearch`) until the saturation point, by the book's
-rule for trained models (`saturation.RISE`: LEVEL = 95 % of the rise of the seed-mean accuracy from the smallest to
-the largest width, read at trained widths), is resolved to the grid's spacing. It is reported as the bracket of
+**Search** (`helpers.design`, run by `helpers.experiments.run_adaptive_sweep`, the engine chapter 06 uses too). For
+each (task, n) both ends of the d_qk grid are trained first (the saturation rule's baseline and reference), a cell
+whose largest width misses the quality bar stops there, then one width per step by bisection until the saturation
+point, by the book's rule for trained models (`saturation.RISE`: LEVEL = 95 % of the rise of the seed-mean accuracy
+from the smallest to the largest width, read at trained widths), is resolved to the grid's spacing; where leaving one
+seed out moves it, the widths it rests on get another seed, up to MAX_SEEDS. It is reported as the bracket of
 trained widths around it. All models of a (task, n) share one dataset (from the base seed); model seeds SEED,
 SEED + 1, ... set the initial weights and the batch order.
 
@@ -34,10 +36,12 @@ import numpy as np
 import pandas as pd
 
 from .. import data as datasets, gridsearch, parameters, robust, saturation, scaling, seeding
+from ..design import Design
 from ..english import count_of, join, number, plural, span, span_short
 from ..results import ChapterResult, Verdict
-from . import run_sweep
-from .ch05_training import TASK_SPECS, TASKS, CellSpec, cell_point, stack_buckets  # noqa: F401 (TASKS for the notebook)
+from . import run_adaptive_sweep, run_sweep
+from .ch05_training import (TASK_SPECS, TASKS, CellSpec, cell_point, stack_buckets,  # noqa: F401 (TASKS: notebook)
+                            stack_point)
 
 EXPERIMENT = "phase_diagram"
 EXPERIMENT_FRESH = "ch5_fresh_seeds"
@@ -59,54 +63,32 @@ def counted(models_frame: pd.DataFrame) -> pd.DataFrame:
     return models_frame[~models_frame.diverged.astype(bool)]
 
 
-def seed_means(models_frame: pd.DataFrame, value: str = "test_accuracy", min_seeds: int = MIN_SEEDS) -> dict:
-    """{(task, n): {d_qk: mean of `value` over the seeds}}, for widths with at least `min_seeds` models that count."""
-    stats = counted(models_frame).groupby(["task", "n", "d_qk"])[value].agg(["mean", "size"])
-    out: dict = {}
-    for (task, n, d_qk), row in stats.iterrows():
-        if row["size"] >= min_seeds:
-            out.setdefault((task, int(n)), {})[int(d_qk)] = float(row["mean"])
-    return out
+def design_scores(rows: pd.DataFrame) -> dict:
+    """{"accuracy": {(d_qk, model seed): test accuracy}} of one cell's models (NaN for a diverged one): the score the
+    search steers by, the same seed means as the analysis."""
+    accuracy = rows.test_accuracy.astype(float).where(~rows.diverged.astype(bool))
+    return {"accuracy": {(int(d), int(s)): a for d, s, a in zip(rows.d_qk, rows.seed, accuracy)}}
 
 
-def next_points(grid, means: dict, trained: set, bar_met: bool | None) -> list:
-    """The widths a cell trains next. First both ends of the grid (the rule's baseline and reference, and: can the
-    task be learned at all?); a cell whose largest width misses the quality bar stops there (it would be excluded
-    anyway); then one width per round by bisection on the grid (`gridsearch.bisect`) until the answer is resolved
-    to the grid's spacing. `means`: {d_qk: seed-mean accuracy} of the widths with enough models; `trained`: every
-    width trained so far (never trained twice)."""
-    ends = sorted({min(grid), max(grid)} - set(trained))
-    if ends:
-        return ends
-    if not bar_met:
-        return []
-    scores = {d: means[d] for d in trained if d in means}
-    return [d for d in gridsearch.bisect(list(grid), scores, LEVEL) if d not in trained]
+def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, spec: CellSpec, progress: bool = True,
+                  max_seeds: int | None = None) -> pd.DataFrame:
+    """Every model the search trains (`helpers.design`: both ends, the quality bar, bisection, extra seeds up to
+    `max_seeds`), over all tasks and n; one row per model (train_models), the model seed as `model_seed`.
 
+    The cells go out largest n first, so that a pool of workers ends together."""
+    cells = sorted(((task, int(n)) for task in tasks for n in n_values), key=lambda cell: -cell[1])
+    settings = [{"task": task, "n": n, "spec": spec.__dict__, "data_seed": seed} for task, n in cells]
+    design = Design(tuple(grid), seeds=n_seeds, max_seeds=max(n_seeds, max_seeds or n_seeds), first_seed=seed)
+    min_seeds = min(MIN_SEEDS, n_seeds)
 
-def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, spec: CellSpec, progress: bool = True) -> pd.DataFrame:
-    """Every model the search trains (see `next_points`), over all tasks and n; one row per model (train_models).
+    def worth_refining(rows):   # a cell whose largest width misses the bar would be excluded anyway
+        return cell_rule(rows, TASK_SPECS[rows.task.iloc[0]].bar, min_seeds).usable
 
-    Each round sends one stack per cell (the largest n first, so that a pool of workers ends together); the search
-    steers by the same seed means as the analysis (every model that counts, at least MIN_SEEDS of them)."""
-    cells = [(task, int(n)) for task in tasks for n in n_values]
-    pending = {cell: next_points(grid, {}, set(), None) for cell in cells}
-    frames = []
-    while pending:
-        configs = [{"task": task, "n": n, "d_qks": bucket, "n_seeds": n_seeds, "spec": spec.__dict__}
-                   for (task, n), d_qks in sorted(pending.items(), key=lambda item: -item[0][1])
-                   for bucket in stack_buckets(d_qks, n, spec)]
-        frames.append(run_sweep(EXPERIMENT, cell_point, configs, [seed], progress=progress))
-        frame = pd.concat(frames, ignore_index=True)
-        means = seed_means(frame, min_seeds=min(MIN_SEEDS, n_seeds))
-        trained = {cell: set(part.d_qk.astype(int)) for cell, part in frame.groupby(["task", "n"])}
-        bars = {cell: cell_rule(part, TASK_SPECS[cell[0]].bar, min(MIN_SEEDS, n_seeds)).usable
-                for cell, part in frame.groupby(["task", "n"])}
-        pending = {cell: more for cell in cells
-                   if (more := next_points(grid, means.get(cell, {}), trained.get(cell, set()), bars.get(cell)))}
-    frame = pd.concat(frames, ignore_index=True).drop(columns=["d_qks", "spec", "n_seeds"])
-    return frame.rename(columns={"seed": "data_seed"}).sort_values(["task", "n", "d_qk", "model_seed"],
-                                                                   ignore_index=True)
+    frame = run_adaptive_sweep(EXPERIMENT, stack_point, settings, design, design_scores, keep_going=worth_refining,
+                               axis="d_qk", buckets=lambda s, widths: stack_buckets(widths, s["n"], spec),
+                               progress=progress)
+    frame = frame.drop(columns="spec").rename(columns={"seed": "model_seed"})
+    return frame.sort_values(["task", "n", "d_qk", "model_seed"], ignore_index=True)
 
 
 def add_head_summaries(frame: pd.DataFrame) -> pd.DataFrame:
@@ -352,13 +334,18 @@ def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
 # ---- the chapter's analysis ----
 
 DEFAULTS = {"N_VALUES": ([8, 12, 16], [16, 32, 64, 128]), "D_QK": ([1, 2, 4, 8], [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
-            "N_SEEDS": (3, 3), "STEPS": (200, 2000), "EVAL_EVERY": (10, 50), "D_MODEL": (16, 32), "PATIENCE": (4, 6),
+            "N_SEEDS": (3, 3), "MAX_SEEDS": (3, 5), "STEPS": (200, 2000), "EVAL_EVERY": (10, 50), "D_MODEL": (16, 32), "PATIENCE": (4, 6),
             "SCHEDULER": (None, "processes")}   # (quick, full); full mode trains one stack per core
 
 
 def resolve(P):
     """Fill the mode defaults of the parameters left at None and check the constraints between parameters."""
+    max_seeds_given = P.get("MAX_SEEDS") is not None
     P.fill_mode_defaults(DEFAULTS, keep_order=("D_QK",))   # a D_QK grid out of order is refused below
+    if not max_seeds_given:
+        P["MAX_SEEDS"] = max(P["MAX_SEEDS"], P["N_SEEDS"])   # more starting seeds than the default cap: no extra ones
+    parameters.require(P["MAX_SEEDS"] >= P["N_SEEDS"], "MAX_SEEDS", P["MAX_SEEDS"],
+                       f"an integer >= N_SEEDS ({P['N_SEEDS']}): the seeds every width starts with")
     parameters.require(P["D_QK"] == sorted(set(P["D_QK"])), "D_QK", P["D_QK"],
                        "increasing widths without repeats (the grid is searched in order)")
     parameters.require(max(P["D_QK"]) <= P["D_MODEL"], "D_QK", P["D_QK"],
@@ -594,7 +581,8 @@ def analyse(P, progress: bool = True) -> ChapterResult:
     fresh-seed check of the learning rates (`fresh_seed_check`)."""
     result = ChapterResult()
     spec = cell_spec(P)
-    frame = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], spec, progress=progress)
+    frame = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], spec, progress=progress,
+                          max_seeds=P.get("MAX_SEEDS"))
     cells, _ = cell_table(add_head_summaries(frame), replicates=2, seed=P["SEED"])
     fresh = fresh_seed_check(P, spec, decisive_widths(cells, P), progress=progress)
     return judge(P, frame, spec, result=result, fresh=fresh)

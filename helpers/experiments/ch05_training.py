@@ -3,6 +3,8 @@
     rows = train_models("copy", 32, d_qks=[2, 8], model_seeds=[0, 1, 2], data_seed=0, spec=CellSpec())
     # one row per model: d_qk, model_seed, test_loss, test_accuracy, converged, stop_step,
     # and per head (lists ordered by layer, head): hardmax_rank, numerical_rank, hardmax_rank_targets
+    rows = stack_point("copy", 32, spec.__dict__, data_seed=0, members=[{"d_qk": 2, "seed": 0}, ...])
+    # the adaptive sweep's point: any (width, seed) pairs, rows with `seed` for the model seed
 
 **Models.** Every model of a task has the same architecture (TASK_SPECS: layers, positions, learning rate);
 only the query/key width d_qk varies, the value width stays fixed (`d_value`). A model trains until its
@@ -107,10 +109,9 @@ def model_config(task: str, data: datasets.TaskData, d_qk: int, spec: CellSpec) 
                               d_head=d_qk, d_value=spec.d_value, pos=task_spec.pos, **data.model_fields())
 
 
-def _train_stack(task, data, d_qks, model_seeds, spec, compact=True):
-    """Train one stack (every d_qk x model seed); returns (standalone models, status frame) in member order.
+def _train_stack(task, data, members: list[tuple[int, int]], spec, compact=True):
+    """Train one stack of (d_qk, model seed) members; returns (standalone models, status frame) in member order.
     compact=False keeps stopped models in the computation (for `benchmarks/bench_stack_compaction.py`)."""
-    members = [(d, s) for d in d_qks for s in model_seeds]
     configs = [model_config(task, data, d, spec) for d, _ in members]
     stack = training.ModelStack.build(configs, [seeding.derive_seed(s, "init") for _, s in members], device="cpu")
     order = [seeding.derive_seed(s, "order") for _, s in members]
@@ -137,6 +138,13 @@ def head_ranks(model, data: datasets.TaskData) -> dict:
             "hardmax_rank_targets": hard_targets.flatten().tolist()}
 
 
+def _rows(trained, status, members, data) -> list[dict]:
+    return [{"d_qk": int(d), "model_seed": int(s), "test_loss": float(st.test_loss),
+             "test_accuracy": float(st.test_accuracy), "converged": bool(st.converged and not st.diverged),
+             "diverged": bool(st.diverged), "stop_step": int(st.stop_step), **head_ranks(model, data)}
+            for (d, s), model, st in zip(members, trained, status.itertuples(index=False))]
+
+
 def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: int, spec: CellSpec) -> list[dict]:
     """Train one model per (d_qk, model seed) of one (task, n) cell, as one stack; one row per model.
 
@@ -144,18 +152,24 @@ def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: i
     by layer, head) hardmax_rank, numerical_rank, hardmax_rank_targets.
     """
     data = task_data(task, n, data_seed, spec)
-    trained, status = _train_stack(task, data, list(d_qks), list(model_seeds), spec)
-    rows = []
-    for model, st in zip(trained, status.itertuples(index=False)):
-        rows.append({"d_qk": int(st.d_head), "model_seed": int(model_seeds[st.model % len(model_seeds)]),
-                     "test_loss": float(st.test_loss), "test_accuracy": float(st.test_accuracy),
-                     "converged": bool(st.converged and not st.diverged), "diverged": bool(st.diverged),
-                     "stop_step": int(st.stop_step), **head_ranks(model, data)})
-    return rows
+    members = [(d, s) for d in d_qks for s in model_seeds]
+    trained, status = _train_stack(task, data, members, spec)
+    return _rows(trained, status, members, data)
+
+
+def stack_point(task: str, n: int, spec: dict, data_seed: int, members: list[dict], seed: int = 0) -> list[dict]:
+    """The adaptive sweep's point: the models `members` ([{"d_qk": width, "seed": model seed}, ...]) of one cell,
+    trained as one stack on the cell's data (`data_seed`); rows as `train_models`, the model seed as `seed`."""
+    cell = CellSpec(**spec)
+    data = task_data(task, n, data_seed, cell)
+    pairs = [(int(m["d_qk"]), int(m["seed"])) for m in members]
+    trained, status = _train_stack(task, data, pairs, cell)
+    return [{**{k: v for k, v in row.items() if k != "model_seed"}, "seed": row["model_seed"]}
+            for row in _rows(trained, status, pairs, data)]
 
 
 def cell_point(task: str, n: int, d_qks: list, n_seeds: int, spec: dict, seed: int) -> list[dict]:
-    """The sweep point: the models of one (task, n) cell for the widths `d_qks`, model seeds seed .. seed + n_seeds - 1."""
+    """A fixed cell (the fresh-seed check): the widths `d_qks`, model seeds seed .. seed + n_seeds - 1."""
     return train_models(task, n, list(d_qks), [seed + i for i in range(n_seeds)], seed, CellSpec(**spec))
 
 

@@ -96,7 +96,7 @@ def test_a_model_is_stored_alone_and_found_by_a_sweep_that_needs_it(tmp_path):
 def test_buckets_split_a_request_into_stacks_without_changing_the_models(tmp_path):
     calls = []
 
-    def buckets(widths):
+    def buckets(setting, widths):
         calls.append(list(widths))
         return [[w] for w in widths]
 
@@ -184,7 +184,7 @@ SCRIPT = textwrap.dedent('''
     if __name__ == "__main__":
         settings = [{"knee": 0.7, "wobble": 0.004}, {"knee": 3.0, "wobble": 0.004}, {"knee": 9.0, "wobble": 0.004},
                     {"knee": 0.7, "wobble": 0.02}]
-        buckets = lambda widths: [[w] for w in widths]    # one stack per width: many small stores
+        buckets = lambda setting, widths: [[w] for w in widths]    # one stack per width: many small stores
         df = run_adaptive_sweep("resume_adaptive", point, settings, Design((1, 2, 3, 4, 6, 8, 12, 16)), scores,
                                 buckets=buckets, progress=False)
         print(len(df), df.attrs["computed"], df.attrs["loaded"])

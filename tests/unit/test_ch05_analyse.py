@@ -15,7 +15,7 @@ GRID = list(range(1, 65))
 
 
 def params(**over):
-    return {"SEED": 0, "TASKS": ["copy"], "N_VALUES": [16, 64, 256], "D_QK": GRID, "N_SEEDS": 3, "STEPS": 100,
+    return {"SEED": 0, "TASKS": ["copy"], "N_VALUES": [16, 64, 256], "D_QK": GRID, "N_SEEDS": 3, "MAX_SEEDS": 3, "STEPS": 100,
             "EVAL_EVERY": 10, "PATIENCE": 3, "TOLERANCE": 0.005, "D_MODEL": 64, "D_VALUE": 8, **over}
 
 
@@ -148,42 +148,59 @@ def test_heads_above_the_ceiling_are_counted_from_the_rows():
     assert quoted(result, "ch5_heads_above_hardmax") == 9
 
 
-def test_search_order_both_ends_first_then_bisection():
-    grid = [1, 2, 3, 4, 6, 8]
-    assert chapter.next_points(grid, {}, set(), None) == [1, 8]            # both ends first
-    assert chapter.next_points(grid, {1: 0.2, 8: 0.5}, {1, 8}, False) == []     # missed the bar: stop
-    assert chapter.next_points(grid, {1: 0.2, 8: 1.0}, {1, 8}, True) == [4]      # middle of 2, 3, 4, 6
-    assert chapter.next_points(grid, {1: 0.2, 4: 0.2, 8: 1.0}, {1, 4, 8}, True) == [6]      # only 6 is left
-    assert chapter.next_points(grid, {1: 0.2, 4: 0.5, 6: 0.99, 8: 1.0}, {1, 4, 6, 8}, True) == []
-    assert chapter.next_points(grid, {1: 0.2, 4: 0.99, 8: 1.0}, {1, 4, 8}, True) == [3]    # middle of 2, 3
-    # the smallest width already as good as the largest: nothing between them is trained
-    assert chapter.next_points(grid, {1: 1.0, 8: 1.0}, {1, 8}, True) == []
-
-
-def test_every_model_counts_in_the_seed_means_whatever_stopped_it():
-    frame = rows("copy", {16: 4}, grid=[1, 2, 8])
-    frame.loc[frame.d_qk == 1, "converged"] = False                     # ran to the step cap
-    assert set(chapter.seed_means(frame)[("copy", 16)]) == {1, 2, 8}
-    frame.loc[frame.d_qk == 2, "diverged"] = True
-    assert set(chapter.seed_means(frame)[("copy", 16)]) == {1, 8}
-
-
-def test_the_search_terminates_and_trains_each_width_once(monkeypatch):
+def fake_stack_point(accuracy):
+    """A stand-in for `stack_point`: accuracy(d_qk, seed) per member, one head of rank 1; records its calls."""
     calls = []
 
-    def fake_point(task, n, d_qks, n_seeds, spec, seed):
-        calls.append(tuple(d_qks))
-        return [{"d_qk": d, "model_seed": seed + i, "test_loss": 0.0, "test_accuracy": 1.0 if d >= 3 else 0.2,
-                 "converged": d != 1, "diverged": False, "stop_step": 10, "hardmax_rank": [1.0],
-                 "numerical_rank": [1.0], "hardmax_rank_targets": [1.0]} for d in d_qks for i in range(n_seeds)]
+    def point(task, n, spec, data_seed, members, seed=0):
+        calls.append(sorted({m["d_qk"] for m in members}))
+        return [{"d_qk": m["d_qk"], "seed": m["seed"], "test_loss": 0.0, "test_accuracy": accuracy(m["d_qk"], m["seed"]),
+                 "converged": m["d_qk"] != 1, "diverged": False, "stop_step": 10, "hardmax_rank": [1.0],
+                 "numerical_rank": [1.0], "hardmax_rank_targets": [1.0]} for m in members]
+    return point, calls
 
-    monkeypatch.setattr(chapter, "cell_point", fake_point)
-    monkeypatch.setattr(chapter, "run_sweep", lambda name, point, configs, seeds, progress: pd.DataFrame(
-        [{**c, "seed": s, **row} for c in configs for s in seeds for row in point(**c, seed=s)]))
-    frame = chapter.phase_diagram(["copy"], [16], [1, 2, 3, 4, 6, 8], 3, 0, training.CellSpec(d_model=8), progress=False)
-    widths = [d for call in calls for d in call]
-    assert sorted(widths) == sorted(set(widths)) == [1, 2, 3, 4, 8]  # 1 and 8, then bisection: 4, 3 (ok), 2 (fails)
-    assert len(frame) == 5 * 3
+
+def diagram(monkeypatch, tmp_path, accuracy, grid=(1, 2, 3, 4, 6, 8), max_seeds=None):
+    monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
+    point, calls = fake_stack_point(accuracy)
+    monkeypatch.setattr(chapter, "stack_point", point)
+    frame = chapter.phase_diagram(["copy"], [16], list(grid), 3, 0, training.CellSpec(d_model=8), progress=False,
+                                  max_seeds=max_seeds)
+    return frame, calls
+
+
+def test_the_search_trains_both_ends_then_bisects_and_trains_each_model_once(monkeypatch, tmp_path):
+    frame, calls = diagram(monkeypatch, tmp_path, lambda d, s: 1.0 if d >= 3 else 0.2)
+    assert calls[0] == [1, 8]                                          # both ends first
+    assert [d for call in calls[1:] for d in call] == [4, 3, 2]        # middle of 2, 3, 4, 6; then 2, 3; then 2
+    assert len(frame) == 5 * 3 and not frame.duplicated(["d_qk", "model_seed"]).any()
+    assert set(frame.model_seed) == {0, 1, 2} and "seed" not in frame
+
+
+def test_a_cell_that_misses_its_bar_at_the_largest_width_stops_after_the_ends(monkeypatch, tmp_path):
+    frame, calls = diagram(monkeypatch, tmp_path, lambda d, s: 0.5)
+    assert calls == [[1, 8]] and len(frame) == 6
+
+
+def test_the_smallest_width_as_good_as_the_largest_trains_nothing_between(monkeypatch, tmp_path):
+    frame, calls = diagram(monkeypatch, tmp_path, lambda d, s: 1.0)
+    assert calls == [[1, 8]]
+
+
+def test_a_seed_that_moves_the_answer_brings_another_seed_up_to_the_cap(monkeypatch, tmp_path):
+    # at d_qk = 3 seed 0 fails: the seed mean misses 95 % of the rise with it and reaches it without it
+    frame, _ = diagram(monkeypatch, tmp_path, lambda d, s: 0.2 if d < 3 or (d == 3 and s == 0) else 1.0, max_seeds=5)
+    assert set(frame.model_seed) > {0, 1, 2} and frame.model_seed.max() <= 4
+    fixed, _ = diagram(monkeypatch, tmp_path / "b", lambda d, s: 0.2 if d < 3 or (d == 3 and s == 0) else 1.0)
+    assert set(fixed.model_seed) == {0, 1, 2}, "no extra seed without MAX_SEEDS above N_SEEDS"
+
+
+def test_every_model_counts_in_the_search_whatever_stopped_it_except_a_diverged_one():
+    frame = rows("copy", {16: 4}, grid=[1, 2, 8]).rename(columns={"model_seed": "seed"})
+    frame.loc[frame.d_qk == 1, "converged"] = False                     # ran to the step cap: counts
+    frame.loc[(frame.d_qk == 2) & (frame.seed == 0), "diverged"] = True  # diverged: no score
+    scores = chapter.design_scores(frame)["accuracy"]
+    assert len(scores) == 9 and np.isnan(scores[(2, 0)]) and np.isfinite(scores[(1, 0)])
 
 
 def test_headline_and_curve_text():
@@ -295,13 +312,17 @@ def test_resolve_fills_the_mode_defaults_and_refuses_bad_combinations():
 
     def resolved(mode, **values):
         P = parameters.validate(MODE=(mode, parameters.mode), SEED=(0, parameters.seed))
-        P.update({"N_VALUES": None, "D_QK": None, "N_SEEDS": None, "STEPS": None, "EVAL_EVERY": None,
+        P.update({"N_VALUES": None, "D_QK": None, "N_SEEDS": None, "MAX_SEEDS": None, "STEPS": None, "EVAL_EVERY": None,
                   "D_MODEL": None, "PATIENCE": None, "SCHEDULER": None, **values})
         return chapter.resolve(P)
 
     full = resolved("full")
     assert full["N_VALUES"] == [16, 32, 64, 128] and full["N_SEEDS"] >= 3 and full["SCHEDULER"] == "processes"
     assert resolved("quick")["SCHEDULER"] is None and resolved("full", SCHEDULER="inprocess")["SCHEDULER"] == "inprocess"
+    assert full["MAX_SEEDS"] == 5 and resolved("quick")["MAX_SEEDS"] == 3
+    assert resolved("quick", N_SEEDS=4)["MAX_SEEDS"] == 4, "the default cap never sits below the starting seeds"
+    with pytest.raises(parameters.ParameterError, match="MAX_SEEDS"):
+        resolved("full", N_SEEDS=4, MAX_SEEDS=3)
     with pytest.raises(parameters.ParameterError, match="D_QK"):
         resolved("full", D_QK=[4, 2, 8])
     with pytest.raises(parameters.ParameterError, match="D_QK"):

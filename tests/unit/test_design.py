@@ -104,7 +104,7 @@ def test_diverged_models_count_as_trained_and_leave_no_mean():
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(grid=(1,)), "grid"), (dict(grid=(2, 1)), "grid"), (dict(grid=(1, 2), seeds=1), "seeds"),
+    (dict(grid=(1,)), "grid"), (dict(grid=(2, 1)), "grid"), (dict(grid=(1, 2), seeds=0), "seeds"),
     (dict(grid=(1, 2), seeds=3, max_seeds=2), "max_seeds"), (dict(grid=(1, 2), level=1.0), "level"),
     (dict(grid=(1, 2), seeds=True), "seeds"), (dict(grid=(1, 2), first_seed=-1), "first_seed")])
 def test_bad_designs_are_refused_naming_the_parameter(kwargs, name):
