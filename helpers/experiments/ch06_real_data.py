@@ -697,6 +697,20 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     return result.done()
 
 
+def seeds_text(models: pd.DataFrame, q: pd.DataFrame, n_seeds: int) -> str:
+    """How many valid seeds the included settings' widths rest on: "3 seeds", "3 to 5 seeds" (the design adds seeds
+    where one left out moves an answer), or "at least 2 seeds" when a width has fewer than N_SEEDS."""
+    included = q.loc[q.included, ["domain", "n"]]
+    part = models[models.valid].merge(included, on=["domain", "n"])
+    if part.empty:
+        return english.plural(n_seeds, "seed")
+    counts = part.groupby(["domain", "n", "d_head"]).size()
+    low, high = int(counts.min()), int(counts.max())
+    if low < n_seeds:
+        return f"at least {english.plural(low, 'seed')}"
+    return english.plural(low, "seed") if low == high else f"{low} to {high} seeds"
+
+
 def together_outcomes(sat: pd.DataFrame, q: pd.DataFrame) -> tuple[dict, dict]:
     """Per rank label, the `together_outcome` of every setting (in the order of `sat`), and {label: {setting name:
     why it cannot decide}}."""
@@ -764,8 +778,7 @@ def _saturation_quotes(P, q, sat, at_max, result, models, resamples) -> None:
     for label in RANK_LABELS:
         key = "hardmax" if label == "hardmax" else "numerical"
         result.verdict(f"ch6_together_{key}", checked[label])
-    fewest = int(q.loc[q.included, "fewest_valid_seeds"].min()) if q.included.any() else P.N_SEEDS
-    seeds = english.plural(fewest, "seed") if fewest == P.N_SEEDS else f"at least {english.plural(fewest, 'seed')}"
+    seeds = seeds_text(models, q, P.N_SEEDS)
     every_reason = {name: why for label in RANK_LABELS for name, why in reasons[label].items()}
     result.quote("ch6_headline", headline(q, outcomes, every_reason, seeds, checked))
     inc = at_max.merge(q[["domain", "n", "included"]], on=["domain", "n"])

@@ -343,3 +343,12 @@ def test_baselines_text_groups_the_domains_by_metric():
     assert ch.baselines_text(base) == ("a character bigram table reaches 3.65 bits per character on Shakespeare and "
                                        "3.66 on BBC News; a linear classifier on the pixels reaches a test accuracy "
                                        "of 0.892 on MNIST")
+
+
+def test_the_headline_names_the_seeds_each_width_rests_on():
+    models = pd.DataFrame([{"domain": "bbc", "n": 128, "d_head": d, "seed": s, "valid": True}
+                           for d in (1, 16) for s in range(3 if d == 1 else 5)])
+    q = pd.DataFrame([{"domain": "bbc", "n": 128, "included": True}])
+    assert ch.seeds_text(models, q, 3) == "3 to 5 seeds"
+    assert ch.seeds_text(models[models.seed < 3], q, 3) == "3 seeds"
+    assert ch.seeds_text(models[models.seed < 2], q, 3) == "at least 2 seeds"
