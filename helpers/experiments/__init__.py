@@ -9,8 +9,9 @@ so chapters never edit one shared file; this module holds the runner they all us
 
 Models that differ only in one axis (the query/key width) and their seed can be trained together, as one
 stacked computation (`helpers.training`), with `run_stacked_sweep`: each stack is one task of the runner.
-`run_adaptive_sweep` (`helpers.experiments.adaptive`) trains only the widths and seeds a saturation answer depends
-on, and stores each model on its own.
+`helpers.experiments.adaptive.run_adaptive_sweep` trains only the widths and seeds a saturation answer depends
+on, and stores each model on its own. It is not imported here: this file is part of the code every stored point is
+keyed by, and an edit of the search must not invalidate the trained models.
 
 Every row of the result carries its config and seed. Points already in the store are loaded,
 not recomputed, so a killed sweep resumes where it stopped (each point is written atomically as soon as
@@ -167,6 +168,3 @@ def run_stacked_sweep(name: str, point: Callable[..., list[dict]], configs: list
                 raise ValueError(f"run_stacked_sweep {name!r}: the point returned no row for {member} "
                                  f"(each row must carry {axis!r} and 'seed')")
     return frame.drop(columns="members")
-
-
-from .adaptive import run_adaptive_sweep  # noqa: E402,F401 (it builds on run_sweep's helpers above)

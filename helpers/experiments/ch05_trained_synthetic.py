@@ -39,7 +39,8 @@ from .. import data as datasets, gridsearch, parameters, robust, saturation, sca
 from ..design import Design
 from ..english import count_of, join, number, plural, span, span_short
 from ..results import ChapterResult, Verdict
-from . import run_adaptive_sweep, run_sweep
+from . import run_sweep
+from .adaptive import run_adaptive_sweep
 from .ch05_training import (TASK_SPECS, TASKS, CellSpec, cell_point, stack_buckets,  # noqa: F401 (TASKS: notebook)
                             stack_point)
 

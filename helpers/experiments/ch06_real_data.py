@@ -35,7 +35,8 @@ import torch
 from .. import counterexamples as cx, english, executors, parameters, robust, saturation, theory
 from ..results import ChapterResult, Verdict
 from ..design import Design
-from . import run_adaptive_sweep, run_sweep
+from . import run_sweep
+from .adaptive import run_adaptive_sweep
 from .ch06_real_data_points import (DOMAINS, EXPERIMENT, IMAGE_DOMAINS, IMAGE_N, LM_DOMAINS, LM_N_RANGE,  # noqa: F401
                                     RANK_LABELS, RTOL, DomainSpec, check_n, domain_kind, learning_rate,
                                     load_domain, stack_point, trained_model)

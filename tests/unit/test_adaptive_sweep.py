@@ -19,7 +19,8 @@ from helpers import executors
 from helpers.cache import ResultStore
 from helpers.design import Design
 from helpers.errors import ArgumentError
-from helpers.experiments import SweepError, run_adaptive_sweep
+from helpers.experiments import SweepError
+from helpers.experiments.adaptive import run_adaptive_sweep
 from helpers.progress import SweepProgress
 
 GRID = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -167,7 +168,7 @@ SCRIPT = textwrap.dedent('''
     from pathlib import Path
     import numpy as np
     from helpers.design import Design
-    from helpers.experiments import run_adaptive_sweep
+    from helpers.experiments.adaptive import run_adaptive_sweep
 
     LOG = Path(sys.argv[1])
 

@@ -60,6 +60,14 @@ def test_dependency_files_follow_the_imports_of_a_chapter_module():
     assert cache.dependency_files("tests.unit.test_cache") is None
 
 
+def test_trained_models_are_not_keyed_by_the_search_that_asked_for_them():
+    # an edit of the adaptive design or its engine must not retrain the models already stored
+    for points in ("helpers.experiments.ch06_real_data_points", "helpers.experiments.ch05_training"):
+        names = {str(p.relative_to(cache.PACKAGE)) for p in cache.dependency_files(points)}
+        assert "training/loop.py" in names
+        assert not {"design.py", "experiments/adaptive.py", "gridsearch.py"} & names
+
+
 def test_code_hash_changes_with_a_dependency_and_not_with_unrelated_code(tmp_path):
     package = copy_of_helpers(tmp_path)
     module = "helpers.experiments.ch02_low_rank_barrier"
