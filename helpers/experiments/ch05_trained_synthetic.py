@@ -14,7 +14,7 @@ best earlier one by more than `tolerance`, relative) or until `steps` (the step 
 test accuracy**, whether its rule stopped it or it ran to the cap: dropping the capped ones would shape the smallest
 widths by the step cap. The counts of both kinds are recorded.
 
-**Search** (`helpers.design`, run by `helpers.experiments.run_adaptive_sweep`, the engine chapter 06 uses too). For
+**Search** (`helpers.design`, run by `helpers.experiments.adaptive`, the engine chapter 06 uses too). For
 each (task, n) both ends of the d_qk grid are trained first (the saturation rule's baseline and reference), a cell
 whose largest width misses the quality bar stops there, then one width per step by bisection until the saturation
 point, by the book's rule for trained models (`saturation.RISE`: LEVEL = 95 % of the rise of the seed-mean accuracy

@@ -4,9 +4,10 @@
     result = chapter.analyse(P)        # trains (or loads) every stack, returns a ChapterResult
 
 Each (domain, n) trains only the query/key widths d_qk and seeds its saturation answers depend on
-(`helpers.design`, run by `helpers.experiments.run_adaptive_sweep`): both ends of the d_qk grid with N_SEEDS
+(`helpers.design`, run by `helpers.experiments.adaptive.run_adaptive_sweep`): both ends of the d_qk grid with N_SEEDS
 seeds, then one width per step by bisection for the loss and for each rank measure, then an extra seed (up to
-MAX_SEEDS) at the widths an answer rests on wherever leaving one seed out moves it. The value width is fixed. Per model the analysis keeps the test loss, the accuracy, the loss with uniform
+MAX_SEEDS) at the widths an answer rests on wherever leaving one seed out moves it. The value width is fixed.
+Per model the analysis keeps the test loss, the accuracy, the loss with uniform
 attention and the attention ranks (hardmax and numerical at rtol 1e-3, mean over layers, heads and probe
 sequences).
 

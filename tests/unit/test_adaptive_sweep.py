@@ -4,12 +4,9 @@ pool, a real Dask LocalCluster), and a sweep killed with SIGKILL resumes with on
 
 import io
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pandas as pd
@@ -22,6 +19,7 @@ from helpers.errors import ArgumentError
 from helpers.experiments import SweepError
 from helpers.experiments.adaptive import run_adaptive_sweep
 from helpers.progress import SweepProgress
+from kill_resume import environment, kill_when_stored
 
 GRID = (1, 2, 3, 4, 6, 8, 12, 16)
 SETTINGS = [{"knee": 0.7, "wobble": 0.004}, {"knee": 3.0, "wobble": 0.004}, {"knee": 9.0, "wobble": 0.004},
@@ -205,17 +203,9 @@ def test_sigkill_halfway_then_resume_trains_only_what_is_missing(tmp_path):
     script = tmp_path / "adaptive.py"
     script.write_text(SCRIPT)
     cache_dir, log1, log2 = tmp_path / "cache", tmp_path / "first.log", tmp_path / "second.log"
-    env = {**os.environ, "HELPERS_CACHE_DIR": str(cache_dir), "PYTHONPATH": os.getcwd()}
+    env = environment(cache_dir)
     total = sum(len(drive(Design(GRID), s["knee"], s["wobble"])) for s in SETTINGS)
-    proc = subprocess.Popen([sys.executable, str(script), str(log1), "0.2"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(stored(cache_dir)) < total // 2:
-        assert proc.poll() is None, proc.stderr.read().decode()
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
-    assert proc.returncode == -signal.SIGKILL
+    kill_when_stored(script, [str(log1), "0.2"], env, lambda: stored(cache_dir), total // 2)
     done = stored(cache_dir)
     assert total // 2 <= len(done) < total
 

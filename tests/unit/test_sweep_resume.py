@@ -1,12 +1,10 @@
 """A sweep killed with SIGKILL halfway resumes with only the missing points computed."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
+from kill_resume import environment, kill_when_stored
 
 SCRIPT = textwrap.dedent('''
     import sys, time
@@ -43,16 +41,8 @@ def test_sigkill_halfway_then_resume(tmp_path):
     script = tmp_path / "sweep.py"
     script.write_text(SCRIPT)
     cache_dir, log1, log2 = tmp_path / "cache", tmp_path / "first.log", tmp_path / "second.log"
-    env = {**os.environ, "HELPERS_CACHE_DIR": str(cache_dir), "PYTHONPATH": os.getcwd()}
-    proc = subprocess.Popen([sys.executable, str(script), str(log1), "0.15"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(stored_points(cache_dir)) < TOTAL // 2:
-        assert proc.poll() is None, proc.stderr.read().decode()
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()                      # waits and closes the pipes (an unclosed pipe is a ResourceWarning)
-    assert proc.returncode == -signal.SIGKILL
+    env = environment(cache_dir)
+    kill_when_stored(script, [str(log1), "0.15"], env, lambda: stored_points(cache_dir), TOTAL // 2)
     done = stored_points(cache_dir)
     assert TOTAL // 2 <= len(done) < TOTAL
     # every stored entry parsed above: a write cut by the kill leaves at most an ignored ".*.tmp" file
