@@ -190,6 +190,15 @@ RULES: tuple[Rule, ...] = (
     _book("A real pretrained transformer (all-MiniLM-L6-v2) stays under the barrier on average.",
           "every layer's mean hardmax rank over heads and text windows, two corpora",
           (("09_pretrained_model", "ch9_verdict_barrier"),), YES, "fig-ch9-heads"),
+    _book("A real decoder language model (SmolLM2-135M-Instruct) stays under the barrier in every head.",
+          "hardmax rank of every head (causal, rotary positions, grouped-query attention) on Shakespeare and BBC "
+          "text windows of 64 to 2,048 tokens, against $0.63\\,n$",
+          (("10_decoder_llm", "ch10_barrier"),), YES, "fig-ch10-ranks"),
+    _book("The query/key rank a real decoder needs to stay within 5 % of its perplexity does not grow with n.",
+          "every head of SmolLM2-135M-Instruct cut at once to rank $r$ after RoPE (principal directions of "
+          "calibration keys), perplexity at $n$ = 256 to 2,048, each test window left out in turn",
+          (("10_decoder_llm", "ch10_growth_5pct"),), {"flat": HOLDS, "shrinks": HOLDS, "grows": FAILS},
+          "fig-ch10-compression"),
     _book("Training finds heads above the barrier when the task is a permutation.",
           "reversal and high_rank models of chapter 5 that meet their quality bar, and the reversal models of "
           "chapter 8",

@@ -167,6 +167,28 @@ def hardmax_rank(matrix) -> torch.Tensor:
     return (argmax_counts(matrix) > 0).sum(-1)
 
 
+def hardmax_rank_prefixes(matrix, sizes) -> torch.Tensor:
+    """Hardmax rank of every leading s x s block of a causal matrix, for s in `sizes`: `(..., n, n) -> (..., S)` int64.
+
+    In a causal matrix (logits -inf, or probabilities 0, above the diagonal) row i's argmax lies at a column <= i, so
+    the leading s x s block has the same row argmaxes as the first s rows: the block is the matrix a causal model
+    computes on the first s tokens. A column counts in block s when the first row that picks it lies below s.
+    """
+    tensor = as_tensor(matrix)
+    n = tensor.shape[-1]
+    if tensor.shape[-2] != n:
+        raise ArgumentError("matrix", tuple(tensor.shape), "square (..., n, n) matrices")
+    sizes = [int(s) for s in sizes]
+    if not sizes or min(sizes) < 1 or max(sizes) > n:
+        raise ArgumentError("sizes", sizes, f"block sizes from 1 to {n}")
+    winners = tensor.argmax(dim=-1)                                          # (..., n)
+    rows = torch.arange(n, device=tensor.device).expand_as(winners)
+    if (winners > rows).any():
+        raise ArgumentError("matrix", "a row whose argmax lies above the diagonal", "a causal (lower-triangular) matrix")
+    first = torch.full_like(winners, n).scatter_reduce_(-1, winners, rows, reduce="amin")   # (..., n) first row per column
+    return torch.stack([(first < s).sum(-1) for s in sizes], dim=-1)
+
+
 def effective_rank_from_sigma(sigma: torch.Tensor) -> torch.Tensor:
     """Effective rank from singular values `(..., k) -> (...)`; 0 for a zero matrix."""
     total = sigma.sum(-1, keepdim=True)
