@@ -174,25 +174,38 @@ def logit_bound(query: torch.Tensor, key: torch.Tensor) -> float:
     d = query.shape[-1]
     return d * torch.finfo(torch.float32).eps * float(query.norm(dim=-1).max() * key.norm(dim=-1).max())
 @torch.no_grad()
-def key_principal_bases(model, windows) -> dict[int, torch.Tensor]:
+def key_principal_bases(model, windows) -> tuple[dict[int, torch.Tensor], dict[str, dict[int, torch.Tensor]]]:
     """Every layer's principal directions of its keys after RoPE, per key/value group, strongest first.
 
-    `windows`: token ids `(B, n)` of calibration text. Returns `{layer: (KV, d_h, d_h)}` float32, the eigenvectors of
-    the uncentred second moment sum_t k_t k_t^T (uncentred, because logits are dot products: a mean key direction
-    that every key shares, as a sink's, is part of what the logits use). `[..., :r]` is the rank-r basis.
+    `windows`: token ids `(B, n)` of calibration text. Returns `(bases, grams)`: `bases[layer]` `(KV, d_h, d_h)`
+    float32, the eigenvectors of the uncentred second moment sum_t k_t k_t^T (uncentred, because logits are dot
+    products: a mean key direction that every key shares, as a sink's, is part of what the logits use), so that
+    `[..., :r]` is the rank-r basis; `grams["keys"][layer]` and `grams["queries"][layer]` `(KV, d_h, d_h)` float64,
+    the second moments of the keys and of the queries of each group's heads, to measure how much of each a cut
+    drops (`dropped_share`).
     """
-    grams: dict[int, torch.Tensor] = {}
+    keys: dict[int, torch.Tensor] = {}
+    queries: dict[int, torch.Tensor] = {}
 
     def accumulate(a: LayerAttention) -> None:
         key = a.key.double()                                                   # (B, KV, n, d)
-        gram = torch.einsum("bgnd,bgne->gde", key, key)                        # (KV, d, d)
-        grams[a.layer] = grams.get(a.layer, 0) + gram
+        query = a.query.double().unflatten(1, (key.shape[1], a.groups))        # (B, KV, groups, n, d)
+        keys[a.layer] = keys.get(a.layer, 0) + torch.einsum("bgnd,bgne->gde", key, key)
+        queries[a.layer] = queries.get(a.layer, 0) + torch.einsum("bghnd,bghne->gde", query, query)
 
     with probing(model, on_layer=accumulate):
         for row in windows:
             model(input_ids=row[None], use_cache=False)
     bases = {}
-    for layer, gram in grams.items():
+    for layer, gram in keys.items():
         _, vectors = torch.linalg.eigh(gram)                                   # ascending eigenvalues
         bases[layer] = vectors.flip(-1).float().contiguous()
-    return bases
+    return bases, {"keys": keys, "queries": queries}
+
+
+def dropped_share(gram: torch.Tensor, basis: torch.Tensor, r: int) -> torch.Tensor:
+    """The share of the energy trace(G) of vectors with second moment `gram` `(KV, d, d)` that lies outside the first
+    r columns of `basis` `(KV, d, d)`: `(KV,)` float64 (0 when r = d)."""
+    kept = basis[..., :r].double()
+    inside = torch.einsum("gdr,gde,ger->g", kept, gram, kept)
+    return 1 - inside / torch.einsum("gdd->g", gram)

@@ -158,11 +158,14 @@ RULES: tuple[Rule, ...] = (
     _paper(r"Head dimension beyond about $\log n$ is redundant: after training it can be removed without loss "
            "(model reduction).",
            r"SVD truncation of every head's $W_q W_k^\top$ in the trained text and image models of chapter 6 (loss "
-           "within 1 %, no fine-tuning) and in all-MiniLM-L6-v2 (output cosine 0.99), against "
+           "within 1 %, no fine-tuning) and in all-MiniLM-L6-v2 (output cosine 0.99); every head of the decoder "
+           "SmolLM2-135M-Instruct cut at once (perplexity within 5 %, n = 256 to 2,048); against "
            r"$\lceil \log_2 n \rceil$ dimensions",
-           (("07_model_reduction", "ch7_redundancy"),), SOME, "fig-ch7-compression",
+           (("07_model_reduction", "ch7_redundancy"), ("10_decoder_llm", "ch10_redundancy")), SOME,
+           "fig-ch7-compression",
            Finding("redundancy", "The paper's redundancy of head dimension beyond about log n",
-                   "SVD truncation of trained heads and of all-MiniLM-L6-v2, against ceil(log2 n) dimensions")),
+                   "SVD truncation of trained heads and of all-MiniLM-L6-v2, and a query/key cut of the decoder "
+                   "SmolLM2-135M-Instruct judged by perplexity, against ceil(log2 n) dimensions")),
     _paper(r"The head dimension a trained model needs grows only like $\log n$.",
            "small transformers trained on synthetic tasks with known attention patterns; the saturation width of the "
            "accuracy per $n$, fitted against $n$ per task, robust to a seed left out and a grid step",

@@ -25,8 +25,8 @@ DEFAULTS = {
     "WINDOWS": (1, 3),                   # test windows per corpus for ranks, sinks, logit scale and quality
     "RANDOM_WINDOWS": (1, 1),            # windows per corpus through the same model with random weights
     "SVD_EVERY": (10, 10),               # the SVD measures on the first head of each key/value group of every k-th layer
-    "RANKS": ([4, 16], [4, 8, 16, 32, 48]),   # query/key ranks r tried below d_h (r = d_h is the uncut model)
-    "COMPRESSION_WINDOWS": (1, 2),       # test windows per corpus for the compression
+    "RANKS": ([4, 16], [4, 8, 16, 32, 48, 56]),   # query/key ranks r tried below d_h (r = d_h is the uncut model)
+    "COMPRESSION_WINDOWS": (1, 1),       # test windows per corpus for the compression
     "COMPRESSION_N_MIN": (128, 256),     # the compression is read at the n of N_VALUES from this one up
     "CALIBRATION": (1, 1),               # calibration windows per corpus (from the first fifth of the text)
 }
@@ -71,11 +71,11 @@ def head_sweep(P, layers: int) -> pd.DataFrame:
 
 def layer_cut_sweep(P) -> pd.DataFrame:
     """One layer at a time cut to the largest rank tried, at the smallest compression n, on the first compression
-    window of each corpus (30 forward passes per window)."""
+    window of the first corpus (one forward pass per layer)."""
     n = min(n for n in P.N_VALUES if n >= P.COMPRESSION_N_MIN)
     configs = [{**c, "model_path": P.MODEL_PATH, "n": n, "n_max": max(P.N_VALUES), "r": max(P.RANKS),
                 "calibration": P.CALIBRATION}
-               for c in grid(corpus=list(P.CORPORA), window=[0])]
+               for c in grid(corpus=list(P.CORPORA)[:1], window=[0])]
     return run_sweep(EXPERIMENT_LAYERS, layer_cut_point, configs, seeds=[P.SEED], progress=True)
 
 
@@ -104,7 +104,7 @@ def barrier_verdict(heads_above: int, heads: int) -> Verdict:
     holds = heads_above == 0
     return Verdict("holds" if holds else "fails",
                    "no head's hardmax rank exceeds 0.63 n" if holds
-                   else f"{heads_above} of {heads} (head, window, n) hardmax ranks exceed 0.63 n",
+                   else f"{heads_above:,} of {heads:,} (head, window, n) hardmax ranks exceed 0.63 n",
                    rule="holds when no head's hardmax rank exceeds (1 - 1/e) n at any n",
                    evidence={"heads_above": heads_above, "heads": heads})
 
@@ -138,6 +138,51 @@ def growth_outcome(needed: dict[int, float]) -> str:
     return "grows" if last > first else "shrinks" if last < first else "flat"
 
 
+def needed_text(needed: dict[int, float], grid_r) -> str:
+    """"49 to 64 at n = 256, ..." : each needed rank as the bracket of the ranks tried."""
+    return ", ".join(f"{saturation.bracket_text(grid_r, r, at_first=r == min(grid_r))} at n = {n:,}"
+                     for n, r in sorted(needed.items()))
+
+
+def redundancy_verdict(comp, base, d_head: int, tolerance: float) -> Verdict:
+    """The paper's third claim for this model: a query/key rank of about log n suffices. At each n the needed rank
+    (smallest r within `tolerance`) is compared with ceil(log2 n): "fails" when the bracket's lowest possible value is
+    above it at every n, "holds" when the needed rank is at most ceil(log2 n) at every n, recomputed with each window
+    left out; anything else, or a flip, is untestable."""
+    grid_r = sorted(set(comp.r)) + [d_head]
+    keys = sorted(comp.key.unique())
+
+    def outcome(windows=None) -> str:
+        needed = needed_ranks(comp, base, d_head, tolerance, windows)
+        logs = {n: math.ceil(math.log2(n)) for n in needed}
+        if all(saturation.lowest_possible(grid_r, r) > logs[n] for n, r in needed.items()):
+            return "fails"
+        if all(r <= logs[n] for n, r in needed.items()):
+            return "holds"
+        return robust.UNTESTABLE
+
+    decided = outcome()
+    flips = [f"{left} left out" for left in keys
+             if len(keys) >= 2 and outcome([k for k in keys if k != left]) != decided]
+    needed = needed_ranks(comp, base, d_head, tolerance)
+    pct = english.number(100 * tolerance, 2)
+    text = needed_text(needed, grid_r)
+    logs = english.join([f"{math.ceil(math.log2(n))}" for n in sorted(needed)])
+    evidence = {"needed": {str(k): v for k, v in needed.items()}, "flips": flips, "windows": len(keys)}
+    rule = ("fails when the needed rank's bracket lies above ceil(log2 n) at every n, holds when it is at most "
+            "ceil(log2 n) at every n, on every leave-one-window-out")
+    if flips or decided == robust.UNTESTABLE:
+        why = f"leaving out {english.join(flips)} changes it" if flips else "the brackets straddle ceil(log2 n)"
+        return Verdict(robust.UNTESTABLE, f"untestable at this budget ({why}): the smallest r within {pct} % is "
+                       f"{text}, against ceil(log2 n) = {logs}", rule=rule, evidence=evidence)
+    if decided == "fails":
+        sentence = (f"fails: to keep the perplexity within {pct} %, every head needs {text}, more than "
+                    f"ceil(log2 n) = {logs}")
+    else:
+        sentence = f"holds: the smallest r within {pct} % is {text}, at most ceil(log2 n) = {logs}"
+    return Verdict(decided, sentence, rule=rule, evidence=evidence)
+
+
 def growth_verdict(comp, base, d_head: int, tolerance: float) -> Verdict:
     """The growth of the needed rank with n, recomputed with each window left out; untestable if any flips it."""
     needed = needed_ranks(comp, base, d_head, tolerance)
@@ -149,20 +194,18 @@ def growth_verdict(comp, base, d_head: int, tolerance: float) -> Verdict:
             kept = [k for k in keys if k != left]
             if growth_outcome(needed_ranks(comp, base, d_head, tolerance, kept)) != outcome:
                 flips.append(f"{left} left out")
-    grid_r = sorted(set(comp.r)) + [d_head]
-    text = ", ".join(f"{saturation.bracket_text(grid_r, r, at_first=r == min(grid_r))} at n = {n}"
-                     for n, r in sorted(needed.items()))
     pct = english.number(100 * tolerance, 2)
-    if flips or len(keys) < 2:
-        reason = f"leaving out {english.join(flips)} changes it" if flips else "fewer than 2 windows"
-        return Verdict(robust.UNTESTABLE, f"untestable at this budget ({reason}); the smallest r within {pct} % "
-                       f"is {text}", rule="grows / flat / shrinks from the smallest to the largest n, on every "
-                       "leave-one-window-out", evidence={"needed": {str(k): v for k, v in needed.items()},
-                                                         "flips": flips})
+    at_top = all(r == d_head for r in needed.values())
+    rule = "grows / flat / shrinks from the smallest to the largest n, on every leave-one-window-out"
+    evidence = {"needed": {str(k): v for k, v in needed.items()}, "flips": flips, "windows": len(keys)}
+    if flips or len(keys) < 2 or at_top:
+        reason = (f"leaving out {english.join(flips)} changes it" if flips else
+                  "fewer than 2 windows" if len(keys) < 2 else
+                  f"no rank below d_h = {d_head} keeps the perplexity within {pct} % at any n")
+        return Verdict(robust.UNTESTABLE, f"untestable at this budget ({reason})", rule=rule, evidence=evidence)
     words = {"grows": "grows with n", "flat": "does not change with n", "shrinks": "shrinks as n grows"}
-    return Verdict(outcome, f"the smallest r within {pct} % of the uncut perplexity {words[outcome]}: {text}",
-                   rule="grows / flat / shrinks from the smallest to the largest n, on every leave-one-window-out",
-                   evidence={"needed": {str(k): v for k, v in needed.items()}, "windows": len(keys)})
+    return Verdict(outcome, f"the smallest r within {pct} % of the uncut perplexity {words[outcome]}", rule=rule,
+                   evidence=evidence)
 
 
 # ------------------------------------------------------------------------------------------------ the chapter
@@ -187,24 +230,33 @@ def analyse(P) -> ChapterResult:
     comp["key"] = comp.corpus + " window " + (comp.window + 1).astype(str)
     _compression(P, facts, comp, windows, result)
     _layer_cuts(P, layer_cut_sweep(P), result)
+    result.frames["peak_memory_gb"] = peak_memory_gb()
     return result.done()
+
+
+def peak_memory_gb() -> float:
+    """The largest resident memory this process has used so far, in GB (Linux reports kilobytes, macOS bytes)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1e9 if sys.platform == "darwin" else 1e6)
 
 
 def _setting(P, facts, result) -> None:
     for key in ("layers", "heads", "kv_heads", "d_model", "d_head", "max_positions"):
-        result.quote(f"ch10_{key}", facts[key], "d")
+        result.quote(f"ch10_{key}", facts[key], ",d")
     result.quote("ch10_model_name", decoder.MODEL_NAME if P.MODEL_PATH is None else str(P.MODEL_PATH))
     result.quote("ch10_n_min", P.N_VALUES[0], "d")
     result.quote("ch10_n_max", P.N_VALUES[-1], "d")
     result.quote("ch10_n_list", english.join([f"{n:,}" for n in P.N_VALUES]))
-    result.quote("ch10_windows", P.WINDOWS, "d")
-    result.quote("ch10_random_windows", P.RANDOM_WINDOWS, "d")
+    result.quote("ch10_windows", english.plural(P.WINDOWS, "test window"))
+    result.quote("ch10_random_windows", english.plural(P.RANDOM_WINDOWS, "window"))
     result.quote("ch10_corpora", english.join([CORPUS_NAMES[c] for c in P.CORPORA]))
     layers = [layer + 1 for layer in svd_layers(facts["layers"], P.SVD_EVERY)]
     result.quote("ch10_svd_layers", english.join([str(layer) for layer in layers]))
     result.quote("ch10_svd_heads", len(layers) * facts["kv_heads"], "d")
-    result.quote("ch10_tol_text", english.number(HEADLINE_TOL, 1, power=True))
-    result.quote("ch10_calibration", P.CALIBRATION, "d")
+    result.quote("ch10_calibration_text", english.plural(P.CALIBRATION, "calibration window"))
     result.frames["n_values"] = list(P.N_VALUES)
 
 
@@ -263,7 +315,8 @@ def _ranks(P, facts, heads, result) -> None:
     result.quote("ch10_energy_mean_top", float((top_s.energy / top_s.n).mean()), ".3f")
     result.quote("ch10_energy_mean_low", float((sampled[sampled.n == P.N_VALUES[0]].energy
                                                 / P.N_VALUES[0]).mean()), ".3f")
-    result.data["per_layer"] = (pre.groupby(["n", "layer"]).rank_over_n.mean().unstack("n"))
+    per_layer = pre.assign(layer=pre.layer.astype(int)).groupby(["n", "layer"]).rank_over_n.mean()
+    result.data["per_layer"] = per_layer.unstack("n")
 
 
 def minilm_hardmax(P) -> pd.Series:
@@ -288,9 +341,35 @@ def _minilm(P, result) -> None:
                  ".2f")
 
 
+def scale_slopes(heads: pd.DataFrame) -> list[float]:
+    """Per window, the least-squares slope of the median head's logit scale against ln n."""
+    medians = heads.groupby(["key", "n"]).logit_scale.median().unstack("n")
+    logn = np.log(medians.columns.to_numpy(dtype=float))
+    return [float(np.polyfit(logn, row.to_numpy(dtype=float), 1)[0]) for _, row in medians.iterrows()]
+
+
+def scale_growth_verdict(heads: pd.DataFrame) -> Verdict:
+    """Does the median logit scale grow faster in ln n than the random-code threshold ln((n - 1)(1 - eps)/eps),
+    whose slope in ln n tends to 1? Decided only when every window's slope is on the same side of 1."""
+    slopes = scale_slopes(heads)
+    low, high = min(slopes), max(slopes)
+    span = f"{english.number(low, 2)} to {english.number(high, 2)} over {len(slopes)} windows"
+    rule = "faster when every window's slope of the median logit scale in ln n exceeds 1, slower when every one is below"
+    evidence = {"slopes": slopes}
+    if low > 1:
+        return Verdict("faster", f"grows faster than the threshold: its slope in ln n is {span}, against 1",
+                       rule=rule, evidence=evidence)
+    if high < 1:
+        return Verdict("slower", f"grows more slowly than the threshold: its slope in ln n is {span}, against 1",
+                       rule=rule, evidence=evidence)
+    return Verdict(robust.UNTESTABLE, f"untestable at this budget: its slope in ln n is {span}, on both sides of 1",
+                   rule=rule, evidence=evidence)
+
+
 def _sinks_and_scale(P, heads, result) -> None:
     pre = heads[heads.weights == "pretrained"]
-    share = pre.assign(sink=pre.first_token_mass > SINK_EPS).groupby(["n", "layer"]).sink.mean().unstack("n")
+    share = (pre.assign(sink=pre.first_token_mass > SINK_EPS, layer=pre.layer.astype(int))
+             .groupby(["n", "layer"]).sink.mean().unstack("n"))
     result.data["sink_share"] = share
     overall = pre.assign(sink=pre.first_token_mass > SINK_EPS).groupby("n").sink.mean()
     result.frames["sink_share"] = {str(n): float(v) for n, v in overall.items()}
@@ -306,6 +385,7 @@ def _sinks_and_scale(P, heads, result) -> None:
     result.data["can_focus"] = can_focus
     result.quote("ch10_focus_low", 100 * float(can_focus.iloc[0]), ".0f")
     result.quote("ch10_focus_top", 100 * float(can_focus.iloc[-1]), ".0f")
+    result.verdict("ch10_scale_growth", scale_growth_verdict(pre))
     result.quote("ch10_scale_median_low", float(scale["50%"].iloc[0]), ".1f")
     result.quote("ch10_scale_median_top", float(scale["50%"].iloc[-1]), ".1f")
     result.quote("ch10_scale_max_top", float(scale["max"].iloc[-1]), ".1f")
@@ -338,10 +418,14 @@ def _compression(P, facts, comp, windows, result) -> None:
             for n, r in needed.items()}
         key = f"ch10_growth_{int(round(100 * tolerance))}pct"
         result.verdict(key, growth_verdict(comp, base, d_head, tolerance))
+    result.verdict("ch10_redundancy", redundancy_verdict(comp, base, d_head, max(PERPLEXITY_TOLERANCES)))
     table = pd.DataFrame(rows).T
     table.columns = [f"n = {n:,}" for n in table.columns]
     result.data["needed_table"] = table
     result.frames["needed_table"] = table.reset_index().rename(columns={"index": "tolerance"})
+    largest = comp[comp.r == max(comp.r)]
+    result.quote("ch10_key_dropped", 100 * float(largest.key_energy_dropped.mean()), ".1f")
+    result.quote("ch10_query_dropped", 100 * float(largest.query_energy_dropped.mean()), ".1f")
     result.quote("ch10_ranks_tried", english.join([str(r) for r in grid_r]))
     result.quote("ch10_compression_windows", len(set(comp.key)), "d")
     smallest = int(min(comp.r))

@@ -92,14 +92,17 @@ def compression_point(corpus: str, model_path, n_values: list, window: int, rank
     model, tokenizer = decoder.load("pretrained", model_path)
     sizes = sorted(int(n) for n in n_values)
     ids = _window(tokenizer, corpus, sizes[-1], window, seed)
-    bases = _bases(model_path, sizes[-1], int(calibration), seed)
+    bases, grams = _bases(model_path, sizes[-1], int(calibration), seed)
     rows = []
     for r in ranks:
         cut = {layer: basis[..., :r] for layer, basis in bases.items()}
         with torch_threads(None), attention.probing(model, key_bases=cut):
             losses = attention.next_token_losses(model, ids)
         means = attention.prefix_means(losses, [n - 1 for n in sizes])[0]
-        rows += [{"window": window, "r": int(r), "n": n, "loss": float(means[k])} for k, n in enumerate(sizes)]
+        dropped = {kind: float(torch.stack([attention.dropped_share(grams[kind][layer], bases[layer], r)
+                                            for layer in bases]).mean()) for kind in ("keys", "queries")}
+        rows += [{"window": window, "r": int(r), "n": n, "loss": float(means[k]), "key_energy_dropped":
+                  dropped["keys"], "query_energy_dropped": dropped["queries"]} for k, n in enumerate(sizes)]
     return rows
 
 
@@ -109,12 +112,15 @@ def layer_cut_point(corpus: str, model_path, n: int, n_max: int, window: int, r:
     and with none cut: which layers carry the cost of the cut. The bases are those of `compression_point`."""
     model, tokenizer = decoder.load("pretrained", model_path)
     ids = _window(tokenizer, corpus, n, window, seed)
-    bases = _bases(model_path, int(n_max), int(calibration), seed)
+    bases, grams = _bases(model_path, int(n_max), int(calibration), seed)
     with torch_threads(None):
         uncut = float(attention.next_token_losses(model, ids).mean())
         rows = []
         for layer, basis in sorted(bases.items()):
             with attention.probing(model, key_bases={layer: basis[..., :r]}):
                 loss = float(attention.next_token_losses(model, ids).mean())
-            rows.append({"window": window, "layer": layer + 1, "loss": loss, "uncut": uncut})
+            rows.append({"window": window, "layer": layer + 1, "loss": loss, "uncut": uncut,
+                         "key_energy_dropped": float(attention.dropped_share(grams["keys"][layer], basis, r).mean()),
+                         "query_energy_dropped": float(attention.dropped_share(grams["queries"][layer], basis,
+                                                                              r).mean())})
     return rows

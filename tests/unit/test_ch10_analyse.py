@@ -111,3 +111,47 @@ def test_growth_verdict_decided_and_flipped_by_one_window():
     comp, base = _compression(flat)
     assert chapter.growth_verdict(comp, base, 8, 0.01).outcome == "flat"
     assert math.isnan(chapter.smallest_rank([2, 4], [4.0, 4.0], 3.0, 0.01))
+
+
+def test_needs_at_the_top_of_the_grid_are_untestable_for_growth_and_fail_redundancy():
+    # no rank below d_h = 8 passes at any n: the grid cannot show growth, and ceil(log2 n) (3 and 4) is not enough
+    top = {(w, n): [3.5, 3.2] for w in "abc" for n in (8, 16)}
+    comp, base = _compression(top)
+    growth = chapter.growth_verdict(comp, base, 8, 0.05)
+    assert growth.outcome == "untestable" and "no rank below d_h = 8" in growth.sentence
+    redundancy = chapter.redundancy_verdict(comp, base, 8, 0.05)
+    assert redundancy.outcome == "fails" and "5 to 8 at n = 8" in redundancy.sentence
+
+
+def test_redundancy_holds_when_log2_n_suffices_and_is_untestable_when_a_window_decides():
+    enough = {(w, n): [3.0, 3.0] for w in "abc" for n in (8, 16)}       # r = 2 passes, ceil(log2 n) = 3 and 4
+    comp, base = _compression(enough)
+    assert chapter.redundancy_verdict(comp, base, 8, 0.05).outcome == "holds"
+    # at n = 8 the pooled loss at r = 2 passes (3.047 <= 3 + ln 1.05 = 3.0488) only thanks to window a or b: leave
+    # one out and r = 2 fails, so the answer becomes 3 to 4, which straddles ceil(log2 8) = 3
+    fragile = {**enough, ("c", 8): [3.14, 3.0]}
+    comp, base = _compression(fragile)
+    verdict = chapter.redundancy_verdict(comp, base, 8, 0.05)
+    assert verdict.outcome == "untestable" and "a left out" in verdict.sentence, verdict.sentence
+
+
+def test_a_bracket_that_reaches_down_to_log2_n_is_not_a_failure():
+    # n = 8: r = 2 fails and r = 4 passes, so the needed rank is "3 to 4" (3 was never tried) against ceil(log2 8) = 3
+    straddle = {**{(w, 8): [3.14, 3.0] for w in "abc"}, **{(w, 16): [3.5, 3.2] for w in "abc"}}
+    comp, base = _compression(straddle)
+    verdict = chapter.redundancy_verdict(comp, base, 8, 0.05)
+    assert verdict.outcome == "untestable" and "straddle" in verdict.sentence, verdict.sentence
+
+
+def test_scale_growth_verdict_is_decided_only_when_every_window_agrees():
+    import numpy as np
+
+    n = np.array([64, 256, 1024, 4096])
+    rows = [{"key": key, "n": int(m), "logit_scale": slope * np.log(m)} for key, slope in (("a", 2.0), ("b", 3.0))
+            for m in n]
+    heads = pd.DataFrame(rows)
+    assert chapter.scale_slopes(heads) == pytest.approx([2.0, 3.0])
+    assert chapter.scale_growth_verdict(heads).outcome == "faster"
+    assert chapter.scale_growth_verdict(heads.assign(logit_scale=heads.logit_scale / 4)).outcome == "slower"
+    mixed = heads.assign(logit_scale=heads.logit_scale * np.where(heads.key == "a", 0.25, 1.0))   # slopes 0.5 and 3
+    assert chapter.scale_growth_verdict(mixed).outcome == "untestable"

@@ -91,8 +91,20 @@ def test_probing_restores_the_modules_even_after_an_error(model, ids):
 def test_key_cut_to_full_rank_is_the_uncut_model_and_rank_r_bounds_every_logit_matrix(model, ids):
     with torch.no_grad():
         uncut = attention.next_token_losses(model, ids)
-    bases = attention.key_principal_bases(model, ids)
+    bases, grams = attention.key_principal_bases(model, ids)
     assert sorted(bases) == [0, 1] and bases[0].shape == (2, 8, 8)
+    # the dropped share of the keys' energy is the sum of the smallest eigenvalues of their second moment
+    eigenvalues = torch.linalg.eigvalsh(grams["keys"][0])                         # ascending, (KV, d)
+    by_hand = eigenvalues[:, :5].sum(-1) / eigenvalues.sum(-1)
+    # the basis is float32: B^T B = I up to about d eps32 per entry, which moves a share by at most 2 d eps32
+    tol = 4 * 8 * EPS32
+    assert torch.allclose(attention.dropped_share(grams["keys"][0], bases[0], 3), by_hand, rtol=tol, atol=tol)
+    assert torch.allclose(attention.dropped_share(grams["queries"][0], bases[0], 8), torch.zeros(2, dtype=torch.float64),
+                          atol=tol)
+    # the queries' second moment, recomputed from one captured layer
+    seen, _ = _probe_all(model, ids)
+    q = seen[0].query.double()                                                    # (B, H, n, d), heads 0-2 in group 0
+    assert torch.allclose(grams["queries"][0][0], torch.einsum("bhnd,bhne->de", q[:, :3], q[:, :3]), rtol=1e-12)
     full = {layer: basis.double() for layer, basis in bases.items()}
     with attention.probing(model, key_bases=full):
         same = attention.next_token_losses(model, ids)
