@@ -139,9 +139,12 @@ def growth_outcome(needed: dict[int, float]) -> str:
 
 
 def needed_text(needed: dict[int, float], grid_r) -> str:
-    """"49 to 64 at n = 256, ..." : each needed rank as the bracket of the ranks tried."""
-    return ", ".join(f"{saturation.bracket_text(grid_r, r, at_first=r == min(grid_r))} at n = {n:,}"
-                     for n, r in sorted(needed.items()))
+    """Each needed rank as the bracket of the ranks tried: "17 to 32 at n = 256, 33 to 48 at n = 512", or
+    "57 to 64 at every n from 256 to 2,048" when they are all the same."""
+    brackets = {n: saturation.bracket_text(grid_r, r, at_first=r == min(grid_r)) for n, r in sorted(needed.items())}
+    if len(set(brackets.values())) == 1 and len(brackets) > 1:
+        return f"{next(iter(brackets.values()))} at every n from {min(brackets):,} to {max(brackets):,}"
+    return ", ".join(f"{bracket} at n = {n:,}" for n, bracket in brackets.items())
 
 
 def redundancy_verdict(comp, base, d_head: int, tolerance: float) -> Verdict:
