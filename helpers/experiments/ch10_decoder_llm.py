@@ -41,6 +41,8 @@ def resolve(P):
     """Fill the mode defaults of `P` (recorded as resolved) and check the window lengths and ranks against the
     model's positions and d_h (this loads the model, which the chapter needs anyway)."""
     P["CORPORA"] = P.default("CORPORA", list(decoder.CORPORA))
+    if P.MODEL_PATH is None:      # None means the packaged model; the appendix names it
+        P.resolved["MODEL_PATH"] = f"{decoder.MODEL_NAME}, from the package {decoder.MODEL_DIST}"
     P.fill_mode_defaults(DEFAULTS)
     P["TOLERANCES"] = sorted(set(P.default("TOLERANCES", [HEADLINE_TOL])) | {HEADLINE_TOL}, reverse=True)
     facts = decoder.model_facts(decoder.load_model("pretrained", P.MODEL_PATH))
