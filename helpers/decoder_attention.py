@@ -209,3 +209,32 @@ def dropped_share(gram: torch.Tensor, basis: torch.Tensor, r: int) -> torch.Tens
     kept = basis[..., :r].double()
     inside = torch.einsum("gdr,gde,ger->g", kept, gram, kept)
     return 1 - inside / torch.einsum("gdd->g", gram)
+
+
+@torch.no_grad()
+def eager_agreement(model, ids: torch.Tensor) -> float:
+    """The largest difference between the probabilities `probing` reads and the model's own eager attention on `ids`
+    `(B, n)`, as a share of the rounding bound (<= 1 means they agree to rounding).
+
+    The bound per layer: logits off by at most 2 d eps |q||k| scaling (the same products summed in another order)
+    move a probability by at most twice that, and a softmax taken in float32 (as Llama's eager attention does) adds
+    (n + 4) eps32 (n exponentials summed, a division, a cast).
+    """
+    before = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        eager = model(input_ids=ids, output_attentions=True, use_cache=False).attentions
+    finally:
+        model.set_attn_implementation(before)
+    eps, eps32, n = torch.finfo(model.dtype).eps, torch.finfo(torch.float32).eps, ids.shape[1]
+    ratios = []
+
+    def compare(a: LayerAttention) -> None:
+        d = a.query.shape[-1]
+        logit_error = 2 * d * eps * float(a.query.norm(dim=-1).max() * a.key.norm(dim=-1).max()) * a.scaling
+        bound = 2 * logit_error + (n + 4) * eps32
+        ratios.append(float((a.probs - eager[a.layer]).abs().max()) / bound)
+
+    with probing(model, on_layer=compare):
+        model(input_ids=ids, use_cache=False)
+    return max(ratios)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import counterexamples, decoder, english, margin, minilm, parameters, rank, robust, saturation, theory
+from .. import decoder_attention as attention
 from ..results import ChapterResult, Verdict
 from . import ch09_pretrained_model, grid, run_sweep
 from .ch10_decoder_llm_points import (EXPERIMENT_COMPRESSION, EXPERIMENT_HEADS, EXPERIMENT_LAYERS,  # noqa: F401
@@ -31,6 +32,7 @@ DEFAULTS = {
     "CALIBRATION": (1, 1),               # calibration windows per corpus (from the first fifth of the text)
 }
 HEADLINE_TOL = 1e-3
+PROBE_CHECK_N = 48                       # the window on which the probe is compared with the model's eager attention
 SINK_EPS = 0.3                           # Gu et al. 2025: a head is a sink head when its first-token mass exceeds 0.3
 PERPLEXITY_TOLERANCES = (0.01, 0.05)     # "within 1 %" and "within 5 %" of the uncut perplexity
 CORPUS_NAMES = {"shakespeare": "Shakespeare", "bbc": "BBC News"}
@@ -221,6 +223,11 @@ def analyse(P) -> ChapterResult:
     model, _ = decoder.load("pretrained", P.MODEL_PATH)
     facts = decoder.model_facts(model)
     result.data["facts"] = facts
+    probe_window = decoder.text_windows(decoder.load_tokenizer(P.MODEL_PATH), P.CORPORA[0], PROBE_CHECK_N, 1, P.SEED)
+    agreement = attention.eager_agreement(model, probe_window)    # the probe against the model's own eager attention
+    result.frames["probe_agreement"] = agreement
+    result.quote("ch10_probe_agreement", agreement, ".2g")
+    result.quote("ch10_probe_n", PROBE_CHECK_N, "d")
     df = head_sweep(P, facts["layers"])
     df["key"] = df.corpus + " window " + (df.window + 1).astype(str)
     heads, windows = df[df.kind == "head"].copy(), df[df.kind == "window"].copy()

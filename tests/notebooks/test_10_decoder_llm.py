@@ -4,11 +4,8 @@ model's own eager attention."""
 import math
 
 import pytest
-import torch
 
 from helpers import decoder
-from helpers import decoder_attention as attention
-from helpers.experiments import ch10_decoder_llm as chapter
 
 NOTEBOOK = "10_decoder_llm"
 pytestmark = pytest.mark.notebooks
@@ -54,28 +51,11 @@ def test_compression_table_is_read_on_the_ranks_tried(metrics):
         assert v[key]["outcome"] in ("grows", "flat", "shrinks", "untestable")
 
 
-@pytest.mark.parametrize("n", [48])
-def test_probe_matches_the_real_models_eager_attention(n):
-    """SmolLM2 itself: the probe's probabilities against transformers' eager attention on one window."""
-    model, tok = decoder.load()
-    ids = decoder.text_windows(tok, "shakespeare", n, 1, seed=0)
-    model.set_attn_implementation("eager")
-    try:
-        with torch.no_grad():
-            eager = model(input_ids=ids, output_attentions=True, use_cache=False).attentions
-    finally:
-        model.set_attn_implementation("sdpa")
-    worst = []
-
-    def compare(a):
-        # float32 throughout: logits off by at most d eps32 |q||k| scaling each, softmax by (n + 4) eps32 on top
-        bound = (2 * 64 * float(a.query.norm(dim=-1).max() * a.key.norm(dim=-1).max()) * a.scaling + n + 4) \
-            * torch.finfo(torch.float32).eps
-        worst.append(float((a.probs - eager[a.layer]).abs().max()) / bound)
-
-    with attention.probing(model, on_layer=compare):
-        attention.next_token_losses(model, ids)
-    assert len(worst) == 30 and max(worst) <= 1.0, max(worst)
+def test_probe_matches_the_real_models_eager_attention(metrics):
+    """The chapter compares its probe with SmolLM2's own eager attention on one window (in the same run, so the model
+    is loaded once) and records the largest difference as a share of the float32 rounding bound."""
+    v = metrics["values"]
+    assert 0 <= v["probe_agreement"] <= 1.0, v["probe_agreement"]
 
 
 def test_ngram_baselines_by_hand():

@@ -47,6 +47,9 @@ def test_probabilities_match_the_models_own_eager_attention(model, ids):
         assert torch.allclose(a.probs.sum(-1), torch.ones(()).double(), atol=(n + 4) * EPS64)
         assert (a.probs.triu(1) == 0).all(), "causal: no mass above the diagonal"
     assert max(a.probs.max() for a in seen.values()) > 0.9, "the test model has sharp heads, so it tests something"
+    # the same comparison as the library function the chapter records (a share of the rounding bound)
+    assert attention.eager_agreement(model, ids) <= 1.0
+    assert model.config._attn_implementation == "eager", "the model's own setting is restored"
 
 
 def test_probing_keeps_the_models_output(model, ids):
