@@ -129,6 +129,18 @@ def attention_probs(model, x: torch.Tensor, layers=None) -> torch.Tensor:
     return cap.probs
 
 
+def attention_logits(model, x: torch.Tensor) -> torch.Tensor:
+    """One forward pass in eval mode without gradients -> every head's logits `(layer, batch, head, n, n)`
+    (`Transformer.attention_logits`; their row softmax is `attention_probs`)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return model.attention_logits(x)
+    finally:
+        model.train(was_training)
+
+
 def attention_ranks(model, x: torch.Tensor, measures=rank.MEASURES, layers=None,
                     rtol: float = rank.DEFAULT_RTOL) -> dict[str, torch.Tensor]:
     """One no-grad eval forward pass -> {measure: `(layer, batch, head)` float64}, no matrices kept."""

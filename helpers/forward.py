@@ -72,15 +72,20 @@ def _causal_mask(n: int, device) -> torch.Tensor:
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 
 
+def logits(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
+    """q k^T for queries already scaled, entries above the diagonal -inf when causal: `(..., n, n)`."""
+    out = q @ k.transpose(-1, -2)
+    return out.masked_fill(_causal_mask(q.shape[-2], q.device), float("-inf")) if causal else out
+
+
 def probabilities(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
     """softmax(q k^T [+ causal mask]) for queries already scaled: `(..., n, n)`."""
-    logits = q @ k.transpose(-1, -2)
-    if causal:
-        logits = logits.masked_fill(_causal_mask(q.shape[-2], q.device), float("-inf"))
-    return torch.softmax(logits, dim=-1)
+    return torch.softmax(logits(q, k, causal), dim=-1)
 
 
-def _attention(params, layout, x, layer):
+def _queries_keys_values(params, layout, x, layer):
+    """The attention input x `(M, B, n, d_model)` of `layer` -> q (times the model's logit scale), k and v
+    `(M B, heads, n, width)`, rotary positions applied: the one place both the output and the logits come from."""
     cfg, prefix = layout.cfg, f"blocks.{layer}.attn"
     m, b, n, _ = x.shape
     h, d, dv = cfg.n_heads, cfg.head_dim, cfg.value_dim
@@ -91,7 +96,14 @@ def _attention(params, layout, x, layer):
     if layout.rotary is not None:  # each model's own frequencies, on its halves-split layout
         cos, sin = (t[:, None, None, :n] for t in layout.rotary)  # (M, 1, 1, n, D)
         q, k = (t * cos + torch.cat([-t[..., d // 2:], t[..., : d // 2]], dim=-1) * sin for t in (q, k))
-    q, k, v = (t.reshape(m * b, h, n, -1) for t in (q, k, v))
+    return tuple(t.reshape(m * b, h, n, -1) for t in (q, k, v))
+
+
+def _attention(params, layout, x, layer):
+    cfg = layout.cfg
+    m, b, n, _ = x.shape
+    h, dv = cfg.n_heads, cfg.value_dim
+    q, k, v = _queries_keys_values(params, layout, x, layer)
     probe = layout.probes[layer]
     if layout.paths[layer] == "explicit":
         probs = probabilities(q, k, cfg.causal)
@@ -104,7 +116,7 @@ def _attention(params, layout, x, layer):
                 probe(probabilities(q.detach(), k.detach(), cfg.causal))
         mixed = F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal, scale=1.0)
     mixed = mixed.reshape(m, b, h, n, dv).transpose(2, 3).reshape(m, b, n, h * dv)
-    return linear(params, mixed, prefix + ".out")
+    return linear(params, mixed, f"blocks.{layer}.attn.out")
 
 
 def _mlp(params, layout, x, layer):
@@ -169,6 +181,20 @@ def hidden(params: dict, layout: Layout, x: torch.Tensor) -> torch.Tensor:
     """Final hidden states `(M, batch, n, d_model)` (see `stream` for the inputs)."""
     h = stream(params, layout, x)[-1]
     return _norm(params, layout, h, "final_norm") if layout.cfg.norm == "pre" else h
+
+
+def attention_logits(params: dict, layout: Layout, x: torch.Tensor) -> list[torch.Tensor]:
+    """The logits every head applies, q.k times its logit scale, before the softmax: one tensor
+    `(M, batch, heads, n, n)` per layer, causal entries -inf (inputs as `stream`). A row's softmax is the
+    attention the forward pass uses; the logits themselves are what `helpers.margin.logit_scale` reads."""
+    cfg = layout.cfg
+    out = []
+    for layer, state in enumerate(stream(params, layout, x)[:-1]):   # the state entering each block
+        attn_input = _norm(params, layout, state, f"blocks.{layer}.norm1") if cfg.norm == "pre" else state
+        q, k, _ = _queries_keys_values(params, layout, attn_input, layer)
+        layer_logits = logits(q, k, cfg.causal)                      # (M batch, heads, n, n)
+        out.append(layer_logits.reshape(state.shape[0], state.shape[1], *layer_logits.shape[1:]))
+    return out
 
 
 def forward(params: dict, layout: Layout, x: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,8 @@ when its logits are bounded by the logit scale L.
 
 Definitions used by the whole book (chapter 03c and every chapter that measures a trained head):
 
-    logit scale L      the largest |q . k| of a head after its own scaling (1/sqrt(d_h) included): `logit_scale`
+    logit scale L      the largest |q . k| of a head after its own scaling (1/sqrt(d_h) included): `logit_scale`;
+                       `logit_half_range` is the smallest L of a head with the same attention (rows shifted)
     target mass        the softmax mass a row puts on its target keys; the headline is the mean over rows, the
                        minimum over rows is reported beside it: `target_mass`
     eps                the mass allowed off target, EPS = 0.1 unless a chapter says otherwise
@@ -35,15 +36,38 @@ EPS = 0.1
 
 
 # ------------------------------------------------------------------------------------------------ definitions
-def logit_scale(q, k) -> float:
+def _numpy(values) -> np.ndarray:
+    if hasattr(values, "detach"):
+        values = values.detach().double().cpu().numpy()
+    return np.asarray(values, dtype=float)
+
+
+def logit_scale(q, k=None) -> float:
     """L = max |q_i . k_j| over all query rows `q` `(n, d)` and key rows `k` `(m, d)` (numpy or torch), the logits
-    as the head applies them (pass q already multiplied by the head's scale, e.g. 1/sqrt(d_h))."""
-    if hasattr(q, "detach"):
-        q, k = q.detach().double().cpu().numpy(), k.detach().double().cpu().numpy()
-    q, k = np.asarray(q, dtype=float), np.asarray(k, dtype=float)
+    as the head applies them (pass q already multiplied by the head's scale, e.g. 1/sqrt(d_h)). With one argument,
+    `q` is the logits themselves `(..., n, m)`, masked entries -inf (left out)."""
+    q = _numpy(q)
+    if k is None:
+        finite = q[np.isfinite(q)]
+        if finite.size == 0:
+            raise ArgumentError("logits", q.shape, "an array with at least one finite entry")
+        return float(np.abs(finite).max())
+    k = _numpy(k)
     if q.ndim != 2 or k.ndim != 2 or q.shape[1] != k.shape[1]:
         raise ArgumentError("q, k", (q.shape, k.shape), "two 2-D arrays (n, d) and (m, d) of the same width d")
     return float(np.abs(q @ k.T).max())
+
+
+def logit_half_range(logits) -> float:
+    """max over rows of (largest - smallest logit) / 2 for logits `(..., n, m)` (masked entries -inf left out):
+    the smallest logit scale of any head with the same attention, since adding a constant to a row of logits does
+    not change its softmax. At most `logit_scale(logits)`."""
+    values = _numpy(logits)
+    if values.ndim < 2 or not np.isfinite(values).any(axis=-1).all():
+        raise ArgumentError("logits", values.shape, "an array (..., rows, keys) with a finite entry in every row")
+    top = np.where(np.isfinite(values), values, -np.inf).max(axis=-1)
+    bottom = np.where(np.isfinite(values), values, np.inf).min(axis=-1)
+    return float(((top - bottom) / 2).max())
 
 
 def target_mass(attention, targets) -> tuple[float, float]:

@@ -298,6 +298,11 @@ class Transformer(nn.Module):
         """Token states entering block 0 and leaving every block: `(n_layers + 1, batch, n, d_model)`."""
         return torch.stack(self._run(x, forward_pass.stream))[:, 0]
 
+    def attention_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Every head's logits before the softmax (q.k times its scale, causal entries -inf):
+        `(n_layers, batch, heads, n, n)`."""
+        return torch.stack(self._run(x, forward_pass.attention_logits))[:, 0]
+
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """Final hidden states `(batch, n, d_model)` for any input kind."""
         return self._run(x, forward_pass.hidden)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from helpers import rank
-from helpers.capture import attention_probs, attention_ranks, capture
+from helpers.capture import attention_logits, attention_probs, attention_ranks, capture
 from helpers.errors import ArgumentError
 from helpers.models import build_model
 
@@ -19,11 +19,16 @@ def tokens(batch=2, n=9, vocab=11):
 def manual_probs(model, x):
     """Recompute each layer's probabilities, and the whole forward pass between layers, from the weights by hand:
     `(layer, batch, head, n, n)` (MLP with GELU, LayerNorm before or after each part, as the config says)."""
+    return manual_attention(model, x)[1]
+
+
+def manual_attention(model, x):
+    """(logits, probabilities) of every layer, recomputed by hand as `manual_probs` says."""
     cfg = model.cfg
     h = model.embed.weight[x] + (model.pos_table[: x.shape[1]] if model.pos_table is not None else 0)
     norm = lambda t, ln: torch.nn.functional.layer_norm(t, t.shape[-1:], ln.weight, ln.bias)
     heads = lambda t, width: t.view(*t.shape[:2], cfg.n_heads, width).transpose(1, 2)  # (B, H, n, width)
-    out = []
+    out, all_logits = [], []
     for block in model.blocks:
         a = norm(h, block.norm1) if cfg.norm == "pre" else h
         w, b = block.attn.qkv.weight, block.attn.qkv.bias
@@ -33,12 +38,13 @@ def manual_probs(model, x):
             logits = logits.masked_fill(torch.ones_like(logits, dtype=torch.bool).triu(1), float("-inf"))
         probs = torch.softmax(logits, dim=-1)
         out.append(probs)
+        all_logits.append(logits)
         mixed = (probs @ heads(v, cfg.value_dim)).transpose(1, 2).reshape(*h.shape[:2], -1)
         h = h + block.attn.out(mixed) if cfg.norm == "pre" else norm(h + block.attn.out(mixed), block.norm1)
         first, second = block.mlp[0], block.mlp[2]
         mlp = lambda t: torch.nn.functional.gelu(t @ first.weight.T + first.bias) @ second.weight.T + second.bias
         h = h + mlp(norm(h, block.norm2)) if cfg.norm == "pre" else norm(h + mlp(h), block.norm2)
-    return torch.stack(out)
+    return torch.stack(all_logits), torch.stack(out)
 
 
 @pytest.mark.parametrize("n_layers", [1, 2])
@@ -52,6 +58,25 @@ def test_capture_matches_manual_recomputation(n_layers, options):
         expected = manual_probs(model, x)
     assert cap.probs.shape == (n_layers, 2, 3, 9, 9)
     assert torch.allclose(cap.probs, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("n_layers", [1, 2])
+@pytest.mark.parametrize("options", [dict(d_head=4, pos="sinusoidal"), dict(causal=True, temperature=0.3, d_head=5,
+                                                                             norm="post")])
+def test_logits_match_manual_recomputation_and_the_captured_softmax(n_layers, options):
+    # float64 throughout: both paths round only at about 1e-16 relative per operation, over a few hundred
+    # operations on O(1) values, so 1e-12 separates a wrong formula from rounding with room to spare
+    model = build_model(vocab_size=11, d_model=16, n_heads=3, n_layers=n_layers, seed=1, **options).double()
+    x = tokens()
+    logits = attention_logits(model, x)
+    with torch.no_grad():
+        expected, probs = manual_attention(model, x)
+    assert logits.shape == (n_layers, 2, 3, 9, 9) and logits.dtype == torch.float64
+    finite = torch.isfinite(expected)
+    assert torch.equal(torch.isfinite(logits), finite)            # the causal entries, and only they, are -inf
+    assert torch.allclose(logits[finite], expected[finite], rtol=0, atol=1e-12)
+    assert torch.allclose(torch.softmax(logits, -1), attention_probs(model, x), rtol=0, atol=1e-12)
+    assert model.training                                         # put back as it was
 
 
 @pytest.mark.parametrize("path", ["fast", "explicit"])

@@ -88,6 +88,16 @@ def test_target_mass_and_logit_scale_by_brute_force():
     gen = np.random.default_rng(0)
     q, k = gen.standard_normal((5, 3)), gen.standard_normal((7, 3))
     assert margin.logit_scale(q, k) == max(abs(float(a @ b)) for a in q for b in k)
+    logits = q @ k.T
+    logits[0, 1] = logits[2, 2] = -np.inf                             # masked entries are left out
+    finite = [abs(v) for v in logits.flat if np.isfinite(v)]
+    assert margin.logit_scale(logits) == max(finite)
+    half = max((max(v for v in row if np.isfinite(v)) - min(v for v in row if np.isfinite(v))) / 2 for row in logits)
+    assert margin.logit_half_range(logits) == half <= margin.logit_scale(logits)
+    shifted = logits + 100.0 * np.arange(5)[:, None]                  # row shifts: same softmax, same half range
+    assert margin.logit_half_range(shifted) == pytest.approx(half, rel=1e-12)
+    with pytest.raises(ArgumentError, match="logits"):
+        margin.logit_half_range(np.full((2, 3), -np.inf))
     a = gen.random((5, 7))
     a /= a.sum(1, keepdims=True)
     t = np.array([0, 3, 6, 1, 2])
