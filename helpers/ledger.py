@@ -174,6 +174,13 @@ RULES: tuple[Rule, ...] = (
            Finding("trained_width", "The paper's claim that a trained head needs a width growing only like log n",
                    "smallest d_qk meeting the accuracy bar on synthetic tasks, fitted against n, robust to a seed "
                    "left out and a grid step")),
+    _book("The margin law, read off the widest trained heads, predicts the smallest width a trained head needs.",
+          "copy, reversal and high_rank models of chapter 5: the random-code width at the logit scale and target mass "
+          "of the heads at the largest trained width, with no fitted parameter, against the best constant fitted to "
+          "the measured smallest widths (RMS log error over n), robust to a seed left out and a grid step",
+          (("05_trained_synthetic", "ch5_copy_law"), ("05_trained_synthetic", "ch5_reversal_law"),
+           ("05_trained_synthetic", "ch5_high_rank_law")),
+          {"tracks": HOLDS, "no_better": FAILS}, "fig-ch5-bridge"),
     _paper("Learning performance saturates at the same head dimension as the rank.",
            "small transformers trained on character text and MNIST patches (chapter 6); the loss and the hardmax and "
            "numerical ranks by one saturation rule, 95 % intervals over seeds, robust to a seed left out and a grid "

@@ -46,7 +46,7 @@ def environment() -> dict:
 
 
 NOT_RUN = Formatted("(not run)")
-_GLUE_REFERENCE = re.compile(r"\{glue(?::\w+)?\}`([^`:]+)")
+_GLUE_REFERENCE = re.compile(r"\{glue(?::\w+)?\}`(?![^`]*::)([^`:]+)")   # "other.ipynb::name" is another page's
 
 
 def glue_references(notebook_source: Path) -> set[str]:

@@ -21,6 +21,7 @@ in choosing the growth class, which is decided between the logarithmic forms, sq
 """
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -311,7 +312,8 @@ def resample_models(tables, statistic, replicates: int, seed: int = 0) -> np.nda
             raise ArgumentError("tables", values.shape, "one (widths, seeds) array per n, with at least one seed")
         picks = gen.integers(0, values.shape[1], size=(replicates, values.shape[1]))
         for b, pick in enumerate(picks):
-            with np.errstate(invalid="ignore"):
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)   # a width no drawn seed has: NaN, by design
                 out[b, j] = statistic(np.nanmean(values[:, pick], axis=1))
     return out
 

@@ -41,6 +41,7 @@ from ..english import count_of, join, number, plural, span, span_short
 from ..results import ChapterResult, Verdict
 from . import run_sweep
 from .adaptive import run_adaptive_sweep
+from . import ch05_bridge as bridge
 from .ch05_training import (TASK_SPECS, TASKS, CellSpec, cell_point, stack_buckets,  # noqa: F401 (TASKS: notebook)
                             stack_point)
 
@@ -126,11 +127,15 @@ def saturation_of(table: pd.DataFrame) -> saturation.Saturation:
 
 def bootstrap_saturation(table: pd.DataFrame, replicates: int, seed: int) -> np.ndarray:
     """Saturation d_qk of `replicates` resamples of the model seeds (`scaling.resample_models`: every model,
-    drawn with replacement, jointly for every d_qk of the cell): `(replicates,)`."""
+    drawn with replacement, jointly for every d_qk of the cell), each read at the widths where it has a model:
+    `(replicates,)`."""
     widths = table.index.to_numpy(float)
 
     def statistic(curve):
-        return saturation.saturation_point(widths, curve, **RULE).value
+        # a resample drawn only from extra seeds (trained at the widths an answer rests on, not at every width)
+        # has no model at some widths: its curve is read at the widths it has
+        have = np.isfinite(curve)
+        return saturation.saturation_point(widths[have], curve[have], **RULE).value
     return scaling.resample_models([table.to_numpy(dtype=float)], statistic, replicates, seed)[:, 0]
 
 
@@ -575,7 +580,8 @@ def fits_table(fits: dict) -> pd.DataFrame:
 
 
 MODEL_COLUMNS = ["task", "n", "d_qk", "model_seed", "data_seed", "test_loss", "test_accuracy", "converged",
-                 "diverged", "stop_step", "hardmax_rank", "numerical_rank", "hardmax_rank_targets"]
+                 "diverged", "stop_step", "hardmax_rank", "numerical_rank", "hardmax_rank_targets", "logit_scale",
+                 "logit_half_range", "target_mass", "target_mass_min"]
 
 
 def analyse(P, progress: bool = True) -> ChapterResult:
@@ -683,10 +689,17 @@ def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int 
     heads = int(sum(len(v) for v in counted(frame).hardmax_rank))
     result.verdict("ch5_ceiling_verdict", ceiling_verdict(above, cells, heads))
     result.verdict("ch5_permutation_verdict", permutation_verdict(above, cells))
+    laws = bridge.law_rows(frame)                    # the margin law of chapter 03c on every one-target head
+    bridge_cells = bridge.bridge_table(laws, cells)
+    result.verdict("ch5_bridge_bound", bridge.bound_verdict(laws))
+    law_verdicts = {task: result.verdict(f"ch5_{task}_law", bridge.law_verdict(task, laws, bridge_cells, P["D_QK"]))
+                    for task in P["TASKS"] if task in bridge.BRIDGE_TASKS}
+    bridge.quote_bridge(result, laws, bridge_cells, law_verdicts)
     table = fits_table(fits)
-    result.data.update(models=frame, cells=cells, fits=fits, fits_table=table, above=above)
+    result.data.update(models=frame, cells=cells, fits=fits, fits_table=table, above=above, laws=laws,
+                       bridge=bridge_cells)
     result.frames.update(
-        models=frame[MODEL_COLUMNS], cells=cells, fits=table, above_ceiling=above,
+        models=frame[MODEL_COLUMNS], cells=cells, fits=table, above_ceiling=above, bridge=bridge_cells,
         verdicts={t: {"answer": v.outcome, "sentence": v.sentence, **v.evidence} for t, v in verdicts.items()},
         spec=(spec or cell_spec(P)).__dict__)
     quote_numbers(result, P, frame, cells, verdicts, above)

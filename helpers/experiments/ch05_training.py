@@ -1,8 +1,9 @@
 """Chapter 5's training: the models of one (task, n) cell for a list of query/key widths and seeds.
 
     rows = train_models("copy", 32, d_qks=[2, 8], model_seeds=[0, 1, 2], data_seed=0, spec=CellSpec())
-    # one row per model: d_qk, model_seed, test_loss, test_accuracy, converged, stop_step,
-    # and per head (lists ordered by layer, head): hardmax_rank, numerical_rank, hardmax_rank_targets
+    # one row per model: d_qk, model_seed, test_loss, test_accuracy, converged, stop_step, and per head (lists
+    # ordered by layer, head): hardmax_rank, numerical_rank, hardmax_rank_targets, logit_scale, logit_half_range,
+    # target_mass, target_mass_min
     rows = stack_point("copy", 32, spec.__dict__, data_seed=0, members=[{"d_qk": 2, "seed": 0}, ...])
     # the adaptive sweep's point: any (width, seed) pairs, rows with `seed` for the model seed
 
@@ -18,7 +19,7 @@ point by the code of its module) keeps the trained models when the chapter's ana
 
 from dataclasses import dataclass, field
 
-from .. import capture, data as datasets, models, rank, seeding, training
+from .. import capture, data as datasets, margin, models, rank, seeding, training
 
 RTOL = 1e-3          # numerical rank: sigma_i > 1e-3 sigma_1, the book's headline tolerance
 PROBE_EXAMPLES = 8   # test inputs whose attention ranks are averaged per head
@@ -122,26 +123,41 @@ def _train_stack(task, data, members: list[tuple[int, int]], spec, compact=True)
     return stack.models(), result.status
 
 
-def head_ranks(model, data: datasets.TaskData) -> dict:
-    """Hardmax and numerical (rtol 1e-3) rank of every trained head, mean over PROBE_EXAMPLES test inputs.
+def head_measures(model, data: datasets.TaskData) -> dict:
+    """What every trained head does on PROBE_EXAMPLES test inputs; lists ordered by (layer, head).
 
-    Lists ordered by (layer, head). `hardmax_rank_targets` counts only the rows that carry a target (the rows
-    of `datasets.solving_pattern`), comparable with the pattern's own hardmax rank.
+    Ranks (mean over the inputs): hardmax and numerical (rtol 1e-3) rank; `hardmax_rank_targets` counts only the
+    rows that carry a target (the rows of `datasets.solving_pattern`), comparable with the pattern's own hardmax
+    rank. The margin law's inputs (`helpers.margin`), over the target rows of all the inputs: `logit_scale` (the
+    largest |q.k| after the head's scale), `logit_half_range` (the smallest scale of a head with the same
+    attention), and the mass on the solving pattern's keys, `target_mass` (mean) and `target_mass_min`.
     """
     x = data.test_x[:PROBE_EXAMPLES]
     probs = capture.attention_probs(model, x)                         # (layer, batch, head, n, n)
+    logits = capture.attention_logits(model, x)                       # (layer, batch, head, n, n)
     targets = (data.test_y[0] != datasets.IGNORE).nonzero().flatten()
     hard = rank.hardmax_rank(probs).double().mean(dim=1)              # (layer, head)
     numerical = rank.numerical_rank(probs, rtol=RTOL).double().mean(dim=1)
     hard_targets = rank.hardmax_rank(probs[..., targets, :]).double().mean(dim=1)
+    on_target = datasets.solving_pattern(data)[:PROBE_EXAMPLES] > 0    # (batch, n, n)
+    law = {"logit_scale": [], "logit_half_range": [], "target_mass": [], "target_mass_min": []}
+    for layer in range(probs.shape[0]):
+        for head in range(probs.shape[2]):
+            rows = logits[layer, :, head][:, targets]                 # (batch, target rows, n)
+            law["logit_scale"].append(margin.logit_scale(rows))
+            law["logit_half_range"].append(margin.logit_half_range(rows))
+            mean, least = margin.target_mass(probs[layer, :, head][:, targets].flatten(0, 1),
+                                             on_target[:, targets].flatten(0, 1))
+            law["target_mass"].append(mean)
+            law["target_mass_min"].append(least)
     return {"hardmax_rank": hard.flatten().tolist(), "numerical_rank": numerical.flatten().tolist(),
-            "hardmax_rank_targets": hard_targets.flatten().tolist()}
+            "hardmax_rank_targets": hard_targets.flatten().tolist(), **law}
 
 
 def _rows(trained, status, members, data) -> list[dict]:
     return [{"d_qk": int(d), "model_seed": int(s), "test_loss": float(st.test_loss),
              "test_accuracy": float(st.test_accuracy), "converged": bool(st.converged and not st.diverged),
-             "diverged": bool(st.diverged), "stop_step": int(st.stop_step), **head_ranks(model, data)}
+             "diverged": bool(st.diverged), "stop_step": int(st.stop_step), **head_measures(model, data)}
             for (d, s), model, st in zip(members, trained, status.itertuples(index=False))]
 
 
@@ -149,7 +165,7 @@ def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: i
     """Train one model per (d_qk, model seed) of one (task, n) cell, as one stack; one row per model.
 
     Row: d_qk, model_seed, test_loss, test_accuracy, converged, diverged, stop_step, and per head (lists ordered
-    by layer, head) hardmax_rank, numerical_rank, hardmax_rank_targets.
+    by layer, head) the measures of `head_measures`.
     """
     data = task_data(task, n, data_seed, spec)
     members = [(d, s) for d in d_qks for s in model_seeds]

@@ -181,3 +181,30 @@ def test_fresh_seed_check_retrains_each_decisive_width_on_unused_seeds(metrics, 
         assert len(rows) == p["N_SEEDS"] * len(widths)
         assert not {r["model_seed"] for r in rows} & chapter_seeds  # fresh: never trained in the phase diagram
         assert f"{task} at n = {n}: fresh seeds agree" in values["ch5_fresh_text"]
+
+
+def test_the_bridge_matches_the_law_recomputed_from_the_model_rows(values):
+    """Every head's law inputs are in bounds, and each bridge row's widths are the law (`helpers.margin`, tested
+    against closed forms and Monte Carlo in tests/unit/test_margin.py) recomputed from the recorded model rows."""
+    from helpers import margin
+
+    models = values["models"]
+    for r in models:
+        for L, half, mass, least in zip(r["logit_scale"], r["logit_half_range"], r["target_mass"],
+                                        r["target_mass_min"]):
+            assert 0 <= half <= L and 0 <= least <= mass <= 1 + 1e-6, r
+    cells = {(c["task"], c["n"]): c for c in values["cells"]}
+    bridge = values["bridge"]
+    one_target = {k for k, c in cells.items() if k[0] in ("copy", "reversal", "high_rank") and c["usable"]}
+    assert {(b["task"], b["n"]) for b in bridge} == one_target
+    for b in bridge:
+        at = [r for r in models if (r["task"], r["n"], r["d_qk"]) == (b["task"], b["n"], b["d_star"])]
+        assert b["d_star"] == cells[(b["task"], b["n"])]["d_star"] and b["seeds"] == len(at)
+        rand = [margin.random_code_dim(b["n"], r["logit_scale"][0], max(1 - r["target_mass"][0], 1e-6)) for r in at]
+        assert b["d_rand"] == pytest.approx(float(np.median(rand)), rel=1e-9)
+        assert b["ratio"] == pytest.approx(float(np.median([b["d_star"] / x for x in rand])), rel=1e-9)
+        rows = b["n"] - math.ceil(b["n"] / 2) if b["task"] == "copy" else b["n"]
+        lower = [margin.rank_lower_bound(rows, r["logit_scale"][0], max(1 - r["target_mass"][0], 1e-6)) for r in at]
+        assert b["lower"] == float(np.median(lower)) and b["lower"] <= b["d_star"]
+    for task in ("copy", "reversal", "high_rank"):
+        assert values[f"ch5_{task}_law"]["outcome"] in {"tracks", "no_better", "untestable"}

@@ -32,7 +32,8 @@ def assert_notebook_follows_the_pattern(notebook: str, result) -> None:
     function or calls the recorder."""
     nb = nbformat.read(paths.NBS_DIR / f"{notebook}.ipynb", as_version=4)
     prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    pasted = set(re.findall(r"\{glue:text\}`([^`]+)`", prose))
+    # "other.ipynb::name:s" pastes another chapter's number: the strict build checks those
+    pasted = {name for name in re.findall(r"\{glue:text\}`([^`]+)`", prose) if "::" not in name}
     missing = pasted - set(result.quotes) - set(result.verdicts)
     assert not missing, f"the prose pastes names analyse does not quote: {sorted(missing)}"
     code = [c.source for c in nb.cells if c.cell_type == "code"]

@@ -30,7 +30,8 @@ def rows(task, n_to_star, seeds=(0, 1, 2), grid=GRID, low=0.3, jitter=None, top_
                 out.append({"task": task, "n": n, "d_qk": d, "model_seed": s, "data_seed": 0, "test_loss": 1 - acc,
                             "test_accuracy": acc, "converged": converged, "diverged": False, "stop_step": 50,
                             "hardmax_rank": [min(n, d) * 0.5], "numerical_rank": [min(n, 2 * d) * 0.6],
-                            "hardmax_rank_targets": [min(n, d) * 0.4]})
+                            "hardmax_rank_targets": [min(n, d) * 0.4], "logit_scale": [20.0],
+                            "logit_half_range": [15.0], "target_mass": [0.9], "target_mass_min": [0.5]})
     return pd.DataFrame(out)
 
 
@@ -393,3 +394,13 @@ def test_ceiling_and_permutation_verdicts_read_the_heads_and_the_patterns():
     assert result.verdicts["ch5_ceiling_verdict"].outcome == "pattern_forced"
     breaks = result.verdicts["ch5_permutation_verdict"]
     assert breaks.outcome == "breaks" and breaks.evidence["heads_above"] == 6 and "d_qk from 2 to 2" in breaks.sentence
+
+
+def test_the_bootstrap_reads_a_resample_of_extra_seeds_at_the_widths_they_have():
+    # seeds 3 and 4 were added only at the ends (the design's extra seeds); a resample drawn from them alone has no
+    # model at widths 2 and 4, and is read at 1 and 8, where it saturates at 8
+    table = pd.DataFrame({0: [0.2, 0.9, 1.0, 1.0], 1: [0.2, 0.9, 1.0, 1.0], 2: [0.2, 0.9, 1.0, 1.0],
+                          3: [0.2, np.nan, np.nan, 1.0], 4: [0.2, np.nan, np.nan, 1.0]}, index=[1, 2, 4, 8])
+    reps = chapter.bootstrap_saturation(table, 400, seed=0)
+    assert np.isfinite(reps).all()
+    assert set(np.unique(reps)) <= {2.0, 4.0, 8.0} and 8.0 in reps and 4.0 in reps

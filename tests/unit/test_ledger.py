@@ -55,6 +55,9 @@ def test_every_row_maps_the_outcomes_its_chapter_can_record():
         for notebook, _ in rule.verdicts:
             module = importlib.import_module(f"helpers.experiments.ch{notebook}")
             source = inspect.getsource(module)
+            for part in vars(module).values():      # the chapter's own helper modules (chapter 05's bridge)
+                if inspect.ismodule(part) and part.__name__.startswith(f"helpers.experiments.ch{notebook[:2]}"):
+                    source += inspect.getsource(part)
             if "scaling.knee_verdict" in source:     # the book's one knee verdict returns these outcomes
                 source += " ".join(f'"{o}"' for o in scaling.KNEE_OUTCOMES)
             sources.append(source)

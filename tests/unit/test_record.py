@@ -23,7 +23,7 @@ def test_recorder_marks_prose_numbers_this_run_did_not_compute(tmp_path, monkeyp
     source = tmp_path / "00_probe.ipynb"
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("Copy reaches {glue:text}`copy_rank` n; sorting {glue:text}`sort_rank` n."),
-        nbformat.v4.new_markdown_cell("Together: {glue:text}`both:.2f`."),
+        nbformat.v4.new_markdown_cell("Together: {glue:text}`both:.2f`; elsewhere {glue:text}`03_other.ipynb::x:s`."),
     ])
     nbformat.write(nb, source)
     assert record.glue_references(source) == {"copy_rank", "sort_rank", "both"}
