@@ -19,7 +19,8 @@ from . import paths
 from .cache import source_hash
 from .parameters import MODES
 
-BOOK_SOURCES = ("_config.yml", "_toc.yml", "_static/*.css", "book/*.md", "book/*.bib", "book/*.svg")
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "_static/*.css", "book/*.md", "book/*.bib", "book/*.svg", "CITATION.cff")
+CITATION_PAGE = Path("book") / "_generated" / "how_to_cite.md"   # included by the intro, written by `build`
 
 
 @dataclass
@@ -219,10 +220,48 @@ def publish_metrics(root: Path) -> Path:
     return target
 
 
+def _names(authors: list) -> str:
+    """CFF authors as one string: entity names, or "Given Family"."""
+    return " and ".join(a.get("name") or f"{a.get('given-names', '')} {a.get('family-names', '')}".strip()
+                        for a in authors)
+
+
+def citation_text(cff: dict) -> str:
+    """The intro's "how to cite" from the fields of CITATION.cff (its one home): a sentence and a BibTeX entry for
+    the book, and the paper it tests."""
+    year = str(cff["date-released"])[:4]
+    paper = next((r for r in cff.get("references", []) if r.get("type") == "article"), None)
+    lines = [cff["message"], "",
+             f"> {_names(cff['authors'])} ({year}). *{cff['title']}*. Version {cff['version']}, released "
+             f"{cff['date-released']}. {cff['license']} licence.", "",
+             "```bibtex",
+             "@software{attention_rank_book,",
+             f"  title   = {{{cff['title']}}},",
+             f"  author  = {{{{{_names(cff['authors'])}}}}},",
+             f"  version = {{{cff['version']}}},",
+             f"  year    = {{{year}}},",
+             "}", "```"]
+    if paper:
+        lines += ["", f"The paper it tests: {_names(paper['authors'])} ({paper['year']}). *{paper['title']}*. "
+                      f"{paper.get('notes', '')}."]
+    return "\n".join(lines) + "\n"
+
+
+def write_citation(root: Path) -> Path:
+    """Write the intro's "how to cite" page from `root`/CITATION.cff (atomically)."""
+    import yaml
+
+    from .cache import write_atomic
+
+    cff = yaml.safe_load((Path(root) / "CITATION.cff").read_text())
+    return write_atomic(Path(root) / CITATION_PAGE, lambda f: f.write(citation_text(cff)))
+
+
 def build(root: Path | None = None, builder: str = "html") -> int:
     """Strict build (`html`, or `singlehtml` for the PDF): warnings, broken references and notebook errors fail it."""
     root = Path(root or paths.ROOT)
     publish_metrics(root)
+    write_citation(root)
     command = jupyter_book_command() + ["build", str(root), "-W", "-n", "--keep-going", "--builder", builder]
     print("$", " ".join(command), flush=True)
     code = subprocess.call(command)
