@@ -152,11 +152,17 @@ def table(frame, digits: int = 3, missing: str = "–"):
         return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)
 
     styled = frame.style.format({c: fmt(frame[c]) for c in frame.columns})
+    words = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])
+             and frame[c].map(lambda v: isinstance(v, str) and len(v) > 40).any()]   # columns of sentences
     styled = styled.format_index(lambda x: missing if x is None else (number_text(x) if isinstance(x, float) else x))
     # the theme styles tables of class "dataframe"; the padding keeps neighbouring numbers apart
-    return styled.set_table_attributes('class="dataframe"').set_table_styles(
+    styled = styled.set_table_attributes('class="dataframe"').set_table_styles(
         [{"selector": "", "props": "font-size: 0.85em;"},
          {"selector": "td, th", "props": "padding: 0.15em 0.45em; text-align: right; white-space: normal;"}])
+    if words:   # sentences read from the left; numbers and short labels stay right-aligned
+        styled = styled.set_table_styles({c: [{"selector": "td", "props": "text-align: left;"}] for c in words},
+                                         overwrite=False)
+    return styled
 
 
 def number_text(x: float) -> str:

@@ -137,7 +137,7 @@ def ratio_text(table: pd.DataFrame) -> str:
 
 # ---- does the law, read off the widest heads, predict the smallest width? ----
 
-LAW_WORDS = {"tracks": "the law ahead of the constant", "no_better": "the constant level with the law or ahead"}
+LAW_WORDS = {"tracks": "the law ahead of the best constant", "no_better": "the constant as good as the law or better"}
 LAW_RULE = ("per task, over the usable cells: the RMS of ln(d_star / d_rand) with d_rand the random-code width at the "
             "seed-median logit scale and target mass of the heads at the largest trained width (a prediction with no "
             "fitted parameter, from heads that had every dimension they wanted), against the RMS of ln d_star about "
@@ -220,7 +220,6 @@ def quote_bridge(result, laws: pd.DataFrame, table: pd.DataFrame, verdicts: dict
     half = laws.d_rand_half / laws.d_rand
     q("ch5_bridge_half_change", float(100 * (half[np.isfinite(half)] - 1).abs().max()) if len(laws) else math.nan,
       digits=2)
-    q("ch5_bridge_law_text", join([v.sentence for v in verdicts.values()], separator="; "))
     q("ch5_bridge_summary", summary_text(table))
     q("ch5_bridge_efficiency", efficiency_sentence(table, below))
     q("ch5_bridge_conclusion", law_conclusion(verdicts, table))
@@ -279,7 +278,7 @@ def law_conclusion(verdicts: dict, table: pd.DataFrame) -> str:
     parts = []
     undecided = [t for t, o in outcomes.items() if o == "untestable"]
     if undecided:
-        parts.append(f"for {join(undecided)} the data cannot decide (the sentences above say why)")
+        parts.append(f"for {join(undecided)} the data cannot decide (the table says why)")
     for task in [t for t, o in outcomes.items() if o == "no_better"]:
         part = table[table.task == task]
         parts.append(f"for {task} the widest heads put a median {number(1 - float(part.wide_eps.median()), 2)} of "

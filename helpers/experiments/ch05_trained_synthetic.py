@@ -640,26 +640,16 @@ def fresh_seed_table(fresh: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fresh_seed_text(table: pd.DataFrame) -> str:
-    """Per task: at which widths fresh seeds agree with the chapter on reaching the saturation target, e.g. "copy at
-    n = 128: fresh seeds agree at d_qk 4, 6 and 32 (mean accuracy 0.61, 0.998 and 1; 3 of 3 models meet the bar at
-    d_qk 32)"; a disagreement is named."""
-    parts = []
-    for (task, n), part in table.groupby(["task", "n"], sort=False):
-        part = part.sort_values("d_qk")
-        agree = part[part.fresh_reaches == part.chapter_reaches]
-        differ = part[part.fresh_reaches != part.chapter_reaches]
-        top = part.iloc[-1]
-        where = f"d_qk {join([str(d) for d in agree.d_qk])}" if len(agree) else "no width"
-        text = (f"{task} at n = {n}: fresh seeds agree at {where} (mean accuracy "
-                f"{join([number(a, 3) for a in part.fresh_mean])} at d_qk {join([str(d) for d in part.d_qk])}; "
-                f"{count_of(int(top.meets_bar), int(top.models), 'model')} meet the bar at d_qk {int(top.d_qk)})")
-        if len(differ):
-            text += (f", but not at d_qk {join([str(d) for d in differ.d_qk])}, where they "
-                     + ("reach" if bool(differ.iloc[0].fresh_reaches) else "fall short of")
-                     + f" the saturation target {number(float(differ.iloc[0].target), 3)}")
-        parts.append(text)
-    return "; ".join(parts)
+def fresh_seed_summary(table: pd.DataFrame) -> str:
+    """One sentence over the fresh-seed table: at how many retrained (task, width) points fresh seeds agree with the
+    chapter on reaching the saturation target, and how many fresh models meet the bar at the largest width."""
+    if table.empty:
+        return "no width was retrained"
+    agree = int((table.fresh_reaches == table.chapter_reaches).sum())
+    tops = table.loc[table.groupby(["task", "n"]).d_qk.idxmax()]
+    where = join([f"{task} at n = {n}" for task, n in zip(tops.task, tops.n)])
+    return (f"they agree at {count_of(agree, len(table), 'retrained width')} ({where}), and at the largest width "
+            f"{count_of(int(tops.meets_bar.sum()), int(tops.models.sum()), 'fresh model')} meet the bar")
 
 
 def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int = BOOTSTRAP,
@@ -676,7 +666,8 @@ def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int 
         result.frames["fresh_seed_check"] = fresh
         result.frames["fresh_seed_table"] = table
         result.quote("ch5_fresh_seed", P["SEED"] + FRESH_SEED_OFFSET, "d")
-        result.quote("ch5_fresh_text", fresh_seed_text(table))
+        result.quote("ch5_fresh_text", fresh_seed_summary(table))
+        result.data["fresh_seed_table"] = table
     frame = add_head_summaries(frame)
     cells, boots = cell_table(frame, replicates=replicates, seed=P["SEED"])
     fits = {task: fit_task(task, cells, boots) for task in P["TASKS"]}
@@ -776,3 +767,30 @@ def above_view(above: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
                      "smallest hardmax rank / n": over.hardmax_over_n.min() if len(over) else math.nan,
                      "smallest numerical rank / n": over.numerical_over_n.min() if len(over) else math.nan})
     return pd.DataFrame(rows).set_index(["task", "n"]).rename_axis(index=[None, None])
+
+
+def verdicts_view(result: ChapterResult, cells: pd.DataFrame, tasks) -> pd.DataFrame:
+    """Table 5.4: per task, its growth verdict, its smallest d_qk per n with the 95 % intervals, the cells it
+    leaves out, what the robustness check found, and what the margin law read off the widest heads says."""
+    rows = []
+    for task in tasks:
+        verdict = result.verdicts[f"ch5_{task}_verdict"]
+        law = result.verdicts.get(f"ch5_{task}_law")
+        rows.append({"task": task, "verdict": verdict.sentence, "smallest d_qk": curve_text(cells, task),
+                     "cells left out": excluded_text(cells, task), "robustness": robustness_text(verdict),
+                     "the margin law (widest heads)": law.sentence if law else "–"})
+    return pd.DataFrame(rows).set_index("task").rename_axis(index=None)
+
+
+def fresh_view(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 5.7: the fresh-seed check per retrained (task, n, d_qk): the fresh and the chapter's seed-mean
+    accuracy, the chapter's saturation target, whether each reaches it, and the fresh models meeting the bar."""
+    if table.empty:
+        return pd.DataFrame({"fresh seeds": ["no width was retrained"]}).set_index("fresh seeds").rename_axis(index=None)
+    yes = {True: "yes", False: "no"}
+    view = pd.DataFrame({"task": table.task, "n": [f"n\u00a0=\u00a0{n}" for n in table.n], "d_qk": table.d_qk,
+                         "fresh mean accuracy": table.fresh_mean, "chapter mean accuracy": table.chapter_mean,
+                         "saturation target": table.target, "fresh reach it": table.fresh_reaches.map(yes),
+                         "chapter reaches it": table.chapter_reaches.map(yes),
+                         "fresh models meeting the bar": [f"{m} of {k}" for m, k in zip(table.meets_bar, table.models)]})
+    return view.set_index(["task", "n", "d_qk"]).rename_axis(index=[None, None, None])

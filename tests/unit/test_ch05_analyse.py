@@ -372,12 +372,14 @@ def test_the_fresh_seed_check_retrains_the_widths_the_bracket_rests_on():
     # by hand: the chapter's curve at n = 64 rises from 0.3 (d = 1) to 1 (d = 16): target 0.3 + 0.95 * 0.7 = 0.965
     assert table.target.tolist() == pytest.approx([0.3 + 0.95 * 0.7] * 3, rel=1e-12)
     assert table.loc[4, "fresh_mean"] == pytest.approx((1.0 + 0.3 + 0.3) / 3) and not table.loc[4, "fresh_reaches"]
-    text = chapter.fresh_seed_text(table.reset_index())
-    assert text == ("copy at n = 64: fresh seeds agree at d_qk 4, 8 and 16 (mean accuracy 0.533, 1 and 1 at d_qk 4, "
-                    "8 and 16; 3 of 3 models meet the bar at d_qk 16)")
+    text = chapter.fresh_seed_summary(table.reset_index())
+    assert text == ("they agree at 3 of 3 retrained widths (copy at n = 64), and at the largest width 3 of 3 fresh "
+                    "models meet the bar")
     fresh.loc[fresh.d_qk == 4, "test_accuracy"] = 1.0            # all fresh seeds solve it at 4: they disagree there
-    assert chapter.fresh_seed_text(chapter.fresh_seed_table(fresh, frame)).endswith(
-        ", but not at d_qk 4, where they reach the saturation target 0.965")
+    disagree = chapter.fresh_seed_table(fresh, frame)
+    assert chapter.fresh_seed_summary(disagree).startswith("they agree at 2 of 3 retrained widths")
+    view = chapter.fresh_view(disagree)
+    assert view.loc[("copy", "n\u00a0=\u00a064", 4), ["fresh reach it", "chapter reaches it"]].tolist() == ["yes", "no"]
 
 
 def test_ceiling_and_permutation_verdicts_read_the_heads_and_the_patterns():

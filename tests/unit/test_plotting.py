@@ -75,3 +75,12 @@ def test_measure_text_writes_tolerances_in_one_notation_when_asked():
     assert plotting.measure_text("numerical@2e-05", powers=True) == "numerical, tol 2 × 10⁻⁵", "not a power of ten"
     assert plotting.measure_text("effective", powers=True) == plotting.measure_text("effective")
     assert english.ten_to(-3) == "10⁻³" and english.number(3.7e-7, 2, power=True) == "3.7 × 10⁻⁷"
+
+
+def test_columns_of_sentences_are_left_aligned_and_numbers_stay_right():
+    import pandas as pd
+
+    html = plotting.table(pd.DataFrame({"count": [1, 2], "verdict": ["a sentence that is long enough to wrap " * 2,
+                                                                     "short"], "label": ["x", "y"]})).to_html()
+    assert "td.col1 {\n  text-align: left;" in html                 # the sentences
+    assert "td.col0" not in html and "td.col2" not in html           # numbers and short labels: the table's right
