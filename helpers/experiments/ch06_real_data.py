@@ -780,6 +780,13 @@ def robust_together(models: pd.DataFrame, sat: pd.DataFrame, q: pd.DataFrame, ve
         verdicts[label], words=OUTCOME_WORDS) for label in RANK_LABELS}
 
 
+def together_text(hardmax: Verdict, numerical: Verdict) -> str:
+    """Both together-verdicts in one passage, said once when their sentences are the same."""
+    if hardmax.sentence == numerical.sentence:
+        return f"for the hardmax and the numerical rank alike, {hardmax.sentence}"
+    return f"for the hardmax rank, {hardmax.sentence}; for the numerical rank, {numerical.sentence}"
+
+
 def _saturation_quotes(P, q, sat, at_max, result, models, resamples) -> None:
     outcomes, reasons = together_outcomes(sat, q)
     result.frames["together"] = pd.DataFrame(
@@ -792,6 +799,7 @@ def _saturation_quotes(P, q, sat, at_max, result, models, resamples) -> None:
     for label in RANK_LABELS:
         key = "hardmax" if label == "hardmax" else "numerical"
         result.verdict(f"ch6_together_{key}", checked[label])
+    result.quote("ch6_together_text", together_text(checked["hardmax"], checked[RANK_LABELS[-1]]))
     seeds = seeds_text(models, q, P.N_SEEDS)
     every_reason = {name: why for label in RANK_LABELS for name, why in reasons[label].items()}
     result.quote("ch6_headline", headline(q, outcomes, every_reason, seeds, checked))
