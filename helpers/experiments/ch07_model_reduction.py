@@ -302,22 +302,23 @@ def scaling_check(comp: pd.DataFrame, smallest: pd.DataFrame, d_max: int, replic
 # ------------------------------------------------------------------------------------------------ verdict rules
 
 def rule_verdict(smallest: pd.DataFrame, included: set, qk_share: dict) -> Verdict:
-    """The old practical rule "d_qk = 1 is enough": supported only if, in every setting that meets its bars,
-    rank 1 is within 1 % of the uncompressed loss without fine-tuning; otherwise withdrawn, with the measured cost."""
+    """The practical rule "one query/key dimension is enough" (d_qk = 1): supported only if, in every setting that
+    meets its bars, rank 1 is within 1 % of the uncompressed loss without fine-tuning; otherwise withdrawn, with the
+    measured cost."""
     rows = smallest[(smallest.stage == "truncated") & smallest.apply(lambda r: (r.domain, r.n) in included, axis=1)]
     if rows.empty:
-        return Verdict("untestable", "untestable at this budget: no setting meets its quality bars, so the old rule "
-                       "(d_h = 1 is enough) is withdrawn and nothing replaces it", rule="needs a setting that meets its bars",
+        return Verdict("untestable", "untestable at this budget: no setting meets its quality bars, so the rule that one "
+                       "query/key dimension is enough cannot be tested", rule="needs a setting that meets its bars",
                        evidence={"settings": 0})
     ok = rows[rows.smallest_r == 1]
     costs = english.span(*rank1_cost_pct(rows).agg(["min", "max"]), 2)
     if len(ok) == len(rows):
-        sentence = (f"the rule holds in {english.count_of(len(ok), len(rows), 'setting')}: cutting every head to rank 1 "
+        sentence = (f"one query/key dimension is enough in {english.count_of(len(ok), len(rows), 'setting')}: cutting every head to rank 1 "
                     f"costs {costs} % of the loss and saves {english.percent(min(qk_share.values()))} or "
                     f"more of the query/key parameters")
         outcome = "supported"
     else:
-        sentence = (f"the old rule (d_h = 1 is enough) is withdrawn: rank 1 stays within 1 % of the uncompressed loss "
+        sentence = (f"one query/key dimension is not enough: rank 1 stays within 1 % of the uncompressed loss "
                     f"in only {english.count_of(len(ok), len(rows), 'setting')}, and costs {costs} % more loss")
         outcome = "withdrawn"
     return Verdict(outcome, sentence, rule="rank 1 within 1 % of the uncompressed seed-mean loss, no fine-tuning, in "
