@@ -151,7 +151,33 @@ def noise_verdict(errors: pd.DataFrame, family: str) -> Verdict:
                    else "the errors are consistent with Monte Carlo noise"))
     return Verdict("systematic" if systematic else "noise", sentence,
                    f"systematic when more than {100 * NOISE_SHARE:g} % of the points lie beyond {NOISE_Z:g} standard errors",
-                   {"beyond": beyond, "points": len(spread), "expected": expected, "largest_z": float(z.max())})
+                   {"beyond": beyond, "points": len(spread), "expected": expected, "largest_z": float(z.max()),
+                    "n": int(spread.loc[i, "n"]), "d_head": int(spread.loc[i, "d_head"])})
+
+
+def accuracy_text(gaussian: Verdict, sphere: Verdict) -> str:
+    """The two families' accuracy verdicts in one sentence, the shared words said once."""
+    g, s = gaussian.evidence, sphere.evidence
+
+    def worst(e):
+        return f"{e['max_error']:.3f} (at n = {e['n']}, head dimension {e['d_head']})"
+    met = [name for name, v in (("Gaussian", gaussian), ("unit-sphere", sphere)) if v.outcome == "meets"]
+    verdict = ("both within it" if len(met) == 2 else f"only {met[0]} keys within it" if met else "neither within it")
+    return (f"the largest error in rank / n over the {g['points']} held-out grid points is {worst(g)} for Gaussian keys "
+            f"and {worst(s)} for unit-sphere keys, against a goal of {number(g['goal'])}: {verdict}")
+
+
+def noise_text(gaussian: Verdict, sphere: Verdict) -> str:
+    """The two families' noise verdicts in one sentence, the shared words said once."""
+    g, s = gaussian.evidence, sphere.evidence
+
+    def part(name, v, e):
+        reading = "systematic, a bias of the approximation" if v.outcome == "systematic" else "consistent with noise"
+        return (f"for {name} keys {e['beyond']} {'lies' if e['beyond'] == 1 else 'lie'} beyond, the largest at "
+                f"{number(e['largest_z'], 2)} standard errors (n = {e['n']}, head dimension {e['d_head']}): {reading}")
+    return (f"of the {g['points']} points with a Monte Carlo spread, noise alone would put about "
+            f"{number(g['expected'], 1)} more than {number(NOISE_Z)} standard errors from their Monte Carlo value; "
+            f"{part('Gaussian', gaussian, g)}; {part('unit-sphere', sphere, s)}")
 
 
 def flat_knee_verdict(knees: pd.DataFrame, ratio_max: float = FLAT_RATIO) -> Verdict:
@@ -289,6 +315,9 @@ def _verdicts(P, result, bridge) -> None:
     for family, name in (("gaussian", "Gaussian"), ("sphere", "unit-sphere")):
         result.verdict(f"ch3b_accuracy_{family}", accuracy_verdict(f["grid"][f["grid"]["keys"] == family], P.GOAL, name))
         result.verdict(f"ch3b_noise_{family}", noise_verdict(f["grid"][f["grid"]["keys"] == family], name))
+    v = result.verdicts
+    result.quote("ch3b_accuracy_text", accuracy_text(v["ch3b_accuracy_gaussian"], v["ch3b_accuracy_sphere"]))
+    result.quote("ch3b_noise_text", noise_text(v["ch3b_noise_gaussian"], v["ch3b_noise_sphere"]))
     result.verdict("ch3b_accuracy_heldout_dh", accuracy_verdict(f["heldout_dh"], P.GOAL, "Gaussian",
                                                                 "points at head dimensions off the grid"))
     result.quote("ch3b_heldout_d", join([str(d) for d in P.HELDOUT_D]))

@@ -199,15 +199,7 @@ def test_repeated_runs_finds_a_statement_said_twice():
     assert not repeated_runs(said + ["and"] + said[:11])
 
 
-# Pages that still state a verdict twice word for word (the "In this chapter" box, the section and the verdict list
-# paste the same glued sentence; issue "A book that answers first", item 2). A ratchet: each is expected to fail
-# (strict), so a page that gets fixed must leave this set, and no other page may start repeating itself.
-REPEATING_PAGES = {"book/03b_predicting_rank"}
-
-
-@pytest.mark.parametrize("entry", [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason="states a verdict "
-                                                                            "twice (see REPEATING_PAGES)"))
-                                   if e in REPEATING_PAGES else e for e in pages()])
+@pytest.mark.parametrize("entry", pages())
 def test_no_statement_is_made_twice_on_a_page(built_book, entry):
     runs = repeated_runs(main_prose((built_book / f"{entry}.html").read_text()))
     assert not runs, f"{entry}: {len(runs)} runs of {REPEAT_WORDS} words appear twice, e.g. {runs[0]!r}"
