@@ -271,6 +271,8 @@ def build(root: Path | None = None, builder: str = "html") -> int:
 
 
 PDF_NAME = "attention-rank-book.pdf"
+PAGE_FOOTER = ('<div style="width: 100%; font-size: 8px; text-align: center; color: #555;">'
+               '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
 # The PDF is for reading: code cells (visible or collapsed) and the navigation are left out; outputs stay.
 PRINT_CSS = """
 .cell_input, details.hide.above-input, .bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .bd-footer,
@@ -308,14 +310,71 @@ def pdf(root: Path | None = None) -> Path:
         tab.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=60000)
         tab.add_style_tag(content=PRINT_CSS)
         tab.emulate_media(media="print")
-        tab.pdf(path=str(out), format="A4", print_background=True, display_header_footer=False,
+        headings = tab.evaluate(HEADINGS_JS)
+        tab.pdf(path=str(out), format="A4", print_background=True, display_header_footer=True,   # numbered pages
+                header_template="<span></span>", footer_template=PAGE_FOOTER,
                 margin={"top": "18mm", "bottom": "18mm", "left": "16mm", "right": "16mm"})
         browser.close()
+    add_bookmarks(out, [(int(level), title, before) for level, title, before in headings])
     html_static = root / "_build" / "html" / "_static"
     if html_static.exists():
         shutil.copy2(out, html_static / PDF_NAME)
     print(f"Wrote {out}")
     return out
+
+
+# The headings of the printed page, in order, as (level, text). In the single-page build the book's title is the h1,
+# the intro's sections and the chapters are h2, and the chapters' sections h3.
+HEADINGS_JS = """() => Array.from(document.querySelectorAll('main h1, main h2, main h3')).map(h => {
+    const copy = h.cloneNode(true);
+    copy.querySelectorAll('.headerlink').forEach(e => e.remove());   // maths keeps its MathML text
+    const text = copy.textContent.replace(/\\s+/g, ' ').trim();
+    const maths = copy.querySelector('mjx-container');                 // the words before the first formula
+    let before = text;
+    if (maths) { const r = document.createRange(); r.setStart(copy, 0); r.setEndBefore(maths);
+                 before = r.toString().replace(/\\s+/g, ' ').trim(); }
+    return [Number(h.tagName[1]), text, before];
+})"""
+
+
+def _squeezed(text: str) -> str:
+    """Text without whitespace, lower case, ligatures undone ("ﬁ" -> "fi"): a heading matches the page text however
+    its lines wrapped."""
+    import unicodedata
+
+    return "".join(unicodedata.normalize("NFKC", text).split()).lower()
+
+
+def add_bookmarks(path: Path, headings: list[tuple[int, str, str]]) -> int:
+    """Add a bookmark (PDF outline entry) for each heading (level, text, its words before the first formula), nested
+    by level, pointing at the first page from the previous heading's page on whose text it appears; a heading found
+    on no page is left out. Rewrites `path` atomically; returns how many bookmarks were added. (Chromium's own outline
+    runs the words of a wrapped heading together, so the outline is built here from the headings' text.)"""
+    import logging
+
+    from pypdf import PdfReader, PdfWriter
+
+    from .cache import write_atomic
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)   # Chromium's trailer size is off by a few objects: harmless
+    reader = PdfReader(path)
+    pages = [_squeezed(page.extract_text() or "") for page in reader.pages]
+    writer = PdfWriter(clone_from=reader)
+    parents, start, added, previous = {}, 0, 0, None
+    for level, title, before in headings:
+        key = _squeezed(title)
+        if (level, key) == previous:   # a title printed twice in a row (the page's and its section's) is one mark
+            continue
+        previous = (level, key)
+        # a formula prints in other characters than its MathML text: then the words before it must match
+        probes = [key] + ([_squeezed(before)] if len(_squeezed(before)) >= 6 and before != title else [])
+        page = next((i for probe in probes for i in range(start, len(pages)) if probe in pages[i]), None)
+        if page is None:
+            continue
+        parents[level] = writer.add_outline_item(title, page, parent=parents.get(level - 1))
+        start, added = page, added + 1
+    write_atomic(path, writer.write, mode="wb")
+    return added
 
 
 def stage_sources(destination: Path) -> Path:

@@ -75,3 +75,35 @@ def test_every_figure_is_captioned_and_embedded(pdf, built_book, tmp_path):
 def test_no_raw_tex_in_the_pdf(pdf):
     text = "".join(pages_text(pdf))
     assert not [t for t in RAW_TEX if t in text], "raw TeX in the PDF"
+
+
+def _squeezed(text: str) -> str:
+    import unicodedata
+
+    return "".join(unicodedata.normalize("NFKC", text).split()).lower()
+
+
+def test_pdf_has_a_bookmark_per_chapter_and_numbered_pages(pdf, built_book):
+    from pypdf import PdfReader
+
+    reader = PdfReader(pdf)
+    marks = {}
+
+    def walk(items):
+        for item in items:
+            if isinstance(item, list):
+                walk(item)
+            else:
+                marks.setdefault(" ".join(item.title.split()), reader.get_destination_page_number(item))
+    walk(reader.outline)
+    texts = pages_text(pdf)
+    for entry in book.toc_entries():   # every chapter is a bookmark, pointing at a page that shows its title
+        heading = BeautifulSoup((built_book / f"{entry}.html").read_text(), "html.parser").select_one("main h1")
+        title = " ".join(heading.get_text(" ").replace("#", "").split())
+        mark = next((m for m in marks if re.fullmatch(r"(\d+(\.\d+)*\. )?" + re.escape(title), m)), None)  # "3.6. "
+        assert mark, f"no bookmark for {title!r} of {entry}"
+        assert _squeezed(title) in _squeezed(texts[marks[mark]]), f"bookmark {mark!r} points at the wrong page"
+    assert len(marks) > 3 * len(book.toc_entries()), "sections are bookmarked too"
+    n = len(reader.pages)
+    for i in sorted({0, n // 2, n - 1}):
+        assert re.search(rf"(?m)^\s*{i + 1} / {n}\s*$", texts[i]), f"page {i + 1} has no page number"
