@@ -21,6 +21,7 @@ from .parameters import MODES
 
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "_static/*.css", "book/*.md", "book/*.bib", "book/*.svg", "CITATION.cff")
 CITATION_PAGE = Path("book") / "_generated" / "how_to_cite.md"   # included by the intro, written by `build`
+PDF_LINK_PAGE = Path("book") / "_generated" / "pdf_link.md"      # the intro's PDF sentence, written by `build`
 
 
 @dataclass
@@ -257,11 +258,28 @@ def write_citation(root: Path) -> Path:
     return write_atomic(Path(root) / CITATION_PAGE, lambda f: f.write(citation_text(cff)))
 
 
+def pdf_link_text(has_pdf: bool) -> str:
+    """The intro's sentence on the PDF: a link when this build has printed it, else how to print it."""
+    if has_pdf:
+        return (f'The whole book is also one PDF, with bookmarks and numbered pages: '
+                f'<a href="../_static/{PDF_NAME}">{PDF_NAME}</a>.\n')
+    return "The whole book can also be printed as one PDF, with bookmarks and numbered pages: run `make pdf`.\n"
+
+
+def write_pdf_link(root: Path) -> Path:
+    """Write the intro's PDF sentence for `root`'s build: the link only when `_build/pdf` holds the PDF."""
+    from .cache import write_atomic
+
+    has_pdf = (Path(root) / "_build" / "pdf" / PDF_NAME).exists()
+    return write_atomic(Path(root) / PDF_LINK_PAGE, lambda f: f.write(pdf_link_text(has_pdf)))
+
+
 def build(root: Path | None = None, builder: str = "html") -> int:
     """Strict build (`html`, or `singlehtml` for the PDF): warnings, broken references and notebook errors fail it."""
     root = Path(root or paths.ROOT)
     publish_metrics(root)
     write_citation(root)
+    write_pdf_link(root)
     command = jupyter_book_command() + ["build", str(root), "-W", "-n", "--keep-going", "--builder", builder]
     print("$", " ".join(command), flush=True)
     code = subprocess.call(command)
@@ -316,6 +334,8 @@ def pdf(root: Path | None = None) -> Path:
                 margin={"top": "18mm", "bottom": "18mm", "left": "16mm", "right": "16mm"})
         browser.close()
     add_bookmarks(out, [(int(level), title, before) for level, title, before in headings])
+    if build(root, "html") != 0:   # again, now that the intro can link the PDF
+        raise RuntimeError("the HTML build after printing failed (see the log above)")
     html_static = root / "_build" / "html" / "_static"
     if html_static.exists():
         shutil.copy2(out, html_static / PDF_NAME)

@@ -26,3 +26,13 @@ def test_the_how_to_cite_page_is_written_from_the_citation_file(tmp_path):
     assert "Version 9.9.9" in page and "version = {9.9.9}" in page       # read from the file, not typed in
     assert "On the Limitation and Redundancy of Transformers" in page and "@software{" in page
     assert "_generated/how_to_cite.md" in (paths.ROOT / "book" / "intro.md").read_text()
+
+
+def test_the_intro_links_the_pdf_only_when_the_build_has_printed_it(tmp_path):
+    page = book.write_pdf_link(tmp_path)
+    assert "make pdf" in page.read_text() and "<a href" not in page.read_text()
+    printed = tmp_path / "_build" / "pdf" / book.PDF_NAME
+    printed.parent.mkdir(parents=True)
+    printed.write_bytes(b"%PDF-1.4")
+    assert f'<a href="../_static/{book.PDF_NAME}">' in book.write_pdf_link(tmp_path).read_text()
+    assert "_generated/pdf_link.md" in (paths.ROOT / "book" / "intro.md").read_text()
