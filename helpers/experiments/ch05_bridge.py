@@ -222,6 +222,7 @@ def quote_bridge(result, laws: pd.DataFrame, table: pd.DataFrame, verdicts: dict
       digits=2)
     q("ch5_bridge_summary", summary_text(table))
     q("ch5_bridge_efficiency", efficiency_sentence(table, below))
+    q("ch5_bridge_efficiency_words", efficiency_text(table))
     q("ch5_bridge_conclusion", law_conclusion(verdicts, table))
 
 
