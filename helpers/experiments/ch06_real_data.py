@@ -809,6 +809,9 @@ def _saturation_quotes(P, q, sat, at_max, result, models, resamples) -> None:
     result.quote("ch6_barrier_count", f"{below} of {len(inc)}")      # settings that meet their bars
     result.verdict("ch6_barrier_verdict", barrier_verdict(inc))
     result.quote("ch6_hardmax_frac_max", float(inc["hardmax_over_n"].max()) if len(inc) else math.nan, ".2f")
+    result.quote("ch6_hardmax_top_text", f"the largest hardmax rank of a setting that meets its bar, at the largest "
+                 f"d_qk, is {inc['hardmax_over_n'].max():.2f} n" if len(inc) else
+                 "no setting meets its bar, so no hardmax rank at the largest d_qk is reported")
     for label in RANK_LABELS:
         key = "hardmax" if label == "hardmax" else "numerical"
         values = inc[f"{label}_over_n"]
