@@ -37,11 +37,13 @@ import pandas as pd
 
 from .. import data as datasets, gridsearch, parameters, robust, saturation, scaling, seeding
 from ..design import Design
-from ..english import count_of, join, number, plural, span, span_short
+from ..english import count_of, join, number, plural, span_short
 from ..results import ChapterResult, Verdict
 from . import run_sweep
 from .adaptive import run_adaptive_sweep
 from . import ch05_bridge as bridge
+from . import ch05_heldout as heldout
+from . import ch05_ssmax as ssmax
 from .ch05_training import (TASK_SPECS, TASKS, CellSpec, cell_point, stack_buckets,  # noqa: F401 (TASKS: notebook)
                             stack_point)
 
@@ -73,13 +75,18 @@ def design_scores(rows: pd.DataFrame) -> dict:
 
 
 def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, spec: CellSpec, progress: bool = True,
-                  max_seeds: int | None = None) -> pd.DataFrame:
+                  max_seeds: int | None = None, ssmax_cells=(), ssmax_s: float | None = None) -> pd.DataFrame:
     """Every model the search trains (`helpers.design`: both ends, the quality bar, bisection, extra seeds up to
     `max_seeds`), over all tasks and n; one row per model (train_models), the model seed as `model_seed`.
+    `ssmax_cells` [(task, n), ...] are searched again in the same sweep with the scalable softmax (s = `ssmax_s`,
+    `ch05_training.logit_factor`); their rows carry `ssmax_s` (the others NaN): see `split_arms`.
 
     The cells go out largest n first, so that a pool of workers ends together."""
-    cells = sorted(((task, int(n)) for task in tasks for n in n_values), key=lambda cell: -cell[1])
-    settings = [{"task": task, "n": n, "spec": spec.__dict__, "data_seed": seed} for task, n in cells]
+    cells = [(task, int(n), None) for task in tasks for n in n_values]
+    cells += [(task, int(n), float(ssmax_s)) for task, n in ssmax_cells]
+    cells.sort(key=lambda cell: -cell[1])
+    settings = [{"task": task, "n": n, "spec": spec.__dict__, "data_seed": seed,
+                 **({} if s is None else {"ssmax_s": s})} for task, n, s in cells]
     design = Design(tuple(grid), seeds=n_seeds, max_seeds=max(n_seeds, max_seeds or n_seeds), first_seed=seed)
     min_seeds = min(MIN_SEEDS, n_seeds)
 
@@ -91,6 +98,15 @@ def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, spec: CellSpec
                                progress=progress)
     frame = frame.drop(columns="spec").rename(columns={"seed": "model_seed"})
     return frame.sort_values(["task", "n", "d_qk", "model_seed"], ignore_index=True)
+
+
+def split_arms(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """(the standard models, the scalable-softmax models or None) of a `phase_diagram` frame."""
+    if "ssmax_s" not in frame:
+        return frame, None
+    scaled = frame.ssmax_s.notna()
+    return (frame[~scaled].drop(columns="ssmax_s").reset_index(drop=True),
+            frame[scaled].drop(columns="ssmax_s").reset_index(drop=True))
 
 
 def add_head_summaries(frame: pd.DataFrame) -> pd.DataFrame:
@@ -290,29 +306,20 @@ def fit_task(task: str, cells: pd.DataFrame, boots: dict) -> scaling.BootstrapFo
     return scaling.bootstrap_forms(usable.n.to_numpy(), usable.d_star.to_numpy(), reps)
 
 
-def robust_verdict(task: str, frame: pd.DataFrame, cells: pd.DataFrame, boots: dict, verdict: Verdict, P,
-                   replicates: int) -> Verdict:
-    """`verdict` if it survives (a) each model seed left out (the cells recomputed from the remaining seeds, the
-    minimum number of seeds relaxed by one) and (b) each usable n's smallest width moved to its lower and upper
-    neighbour on the D_QK grid (with its bootstrap replicates moved the same way); otherwise untestable, naming
-    the perturbation that flips it (`helpers.robust`)."""
-    if verdict.outcome == "untestable":
-        return verdict
+def perturbations(task: str, frame: pd.DataFrame, cells: pd.DataFrame, boots: dict, P, replicates: int) -> list:
+    """What a hostile referee tries first, as (kind, label, cells, boots, seeds, min_seeds): each model seed left out
+    (kind "seed": the cells recomputed from the remaining seeds, the minimum number of seeds relaxed by one) and each
+    usable n's smallest width moved to its lower and upper neighbour on the D_QK grid (kind "width", with its
+    bootstrap replicates moved the same way)."""
+    out = []
     models = frame[frame.task == task]
     n_seeds = int(models.model_seed.nunique())
-
-    def decide(part_cells, part_boots, seeds, min_seeds):
-        fit = fit_task(task, part_cells, part_boots)
-        return task_verdict(task, part_cells, fit, seeds, max(P["D_QK"]), P["D_MODEL"], min_seeds).outcome
-
-    perturbed = []
     if n_seeds >= 2:
         for label, s in robust.leave_one_out(sorted(models.model_seed.unique())):
             sub_cells, sub_boots = cell_table(models[models.model_seed != s], replicates, P["SEED"], MIN_SEEDS - 1)
-            perturbed.append((label, decide(sub_cells, sub_boots, n_seeds - 1, MIN_SEEDS - 1)))
+            out.append(("seed", label, sub_cells, sub_boots, n_seeds - 1, MIN_SEEDS - 1))
     usable = cells[(cells.task == task) & cells.usable & cells.d_star.notna()]
-    # "full" is no growth law (every n needs the top of the grid): only the seeds are left out for it
-    points = {} if verdict.outcome == "full" else {f"n = {int(r.n)}": r.d_star for r in usable.itertuples()}
+    points = {f"n = {int(r.n)}": r.d_star for r in usable.itertuples()}
     for label, moved in robust.grid_steps(points, P["D_QK"]):
         key = next(k for k in points if moved[k] != points[k])
         n = int(key.removeprefix("n = "))
@@ -320,8 +327,37 @@ def robust_verdict(task: str, frame: pd.DataFrame, cells: pd.DataFrame, boots: d
         step_cells = cells.copy()
         step_cells.loc[(step_cells.task == task) & (step_cells.n == n), "d_star"] = moved[key]
         step_boots = {**boots, (task, n): np.array([robust.step(P["D_QK"], v, direction) for v in boots[(task, n)]])}
-        perturbed.append((label, decide(step_cells, step_boots, n_seeds, MIN_SEEDS)))
+        out.append(("width", label, step_cells, step_boots, n_seeds, MIN_SEEDS))
+    return out
+
+
+def robust_verdict(task: str, verdict: Verdict, trials: list, P) -> Verdict:
+    """`verdict` if it survives every one of the `trials` (`perturbations`); otherwise untestable, naming the
+    perturbation that flips it (`helpers.robust`). A "full" verdict (every n needs the top of the grid: no growth
+    law) is checked against the seeds left out only."""
+    if verdict.outcome == "untestable":
+        return verdict
+
+    def decide(part_cells, part_boots, seeds, min_seeds):
+        fit = fit_task(task, part_cells, part_boots)
+        return task_verdict(task, part_cells, fit, seeds, max(P["D_QK"]), P["D_MODEL"], min_seeds).outcome
+
+    perturbed = [(label, decide(c, b, seeds, least)) for kind, label, c, b, seeds, least in trials
+                 if kind == "seed" or verdict.outcome != "full"]
     return robust.Robustness.of(verdict.outcome, perturbed).apply(verdict, subject=task, words=ANSWER_WORDS)
+
+
+def heldout_verdict(task: str, cells: pd.DataFrame, boots: dict, trials: list) -> tuple[Verdict, pd.DataFrame]:
+    """The held-out test of the growth forms for one task (`ch05_heldout`), robust to every one of the `trials`
+    (`perturbations`); returns the verdict and the task's held-out table."""
+    table = heldout.heldout_table(cells, boots, task)
+    first = heldout.decide(table)
+    verdict = Verdict(first, heldout.sentence(task, table), heldout.RULE,
+                      {"rows": table.to_dict(orient="records")})
+    if first == "untestable":
+        return verdict, table
+    perturbed = [(label, heldout.decide(heldout.heldout_table(c, b, task))) for _, label, c, b, _, _ in trials]
+    return robust.Robustness.of(first, perturbed).apply(verdict, subject=task, words=heldout.OUTCOME_WORDS), table
 
 
 def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
@@ -339,7 +375,7 @@ def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
 
 # ---- the chapter's analysis ----
 
-DEFAULTS = {"N_VALUES": ([8, 12, 16], [16, 32, 64, 128]), "D_QK": ([1, 2, 4, 8], [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
+DEFAULTS = {"N_VALUES": ([8, 12, 16], [16, 32, 64, 128]), "SSMAX_N_VALUES": ([12, 16], [64, 128]), "D_QK": ([1, 2, 4, 8], [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
             "N_SEEDS": (3, 3), "MAX_SEEDS": (3, 5), "STEPS": (200, 2000), "EVAL_EVERY": (10, 50), "D_MODEL": (16, 32), "PATIENCE": (4, 6),
             "SCHEDULER": (None, "processes")}   # (quick, full); full mode trains one stack per core
 
@@ -356,6 +392,9 @@ def resolve(P):
                        "increasing widths without repeats (the grid is searched in order)")
     parameters.require(max(P["D_QK"]) <= P["D_MODEL"], "D_QK", P["D_QK"],
                        f"widths up to D_MODEL = {P['D_MODEL']} (W_q W_k^T has rank at most d_model)")
+    parameters.require(set(P["SSMAX_N_VALUES"]) <= set(P["N_VALUES"]), "SSMAX_N_VALUES", P["SSMAX_N_VALUES"],
+                       f"sequence lengths among N_VALUES = {P['N_VALUES']} (each is compared with the same cell "
+                       "trained without the scalable softmax), or [] to skip the comparison")
     parameters.require(P["EVAL_EVERY"] * (P["PATIENCE"] + 1) < P["STEPS"], "STEPS", P["STEPS"],
                        f"more than EVAL_EVERY x (PATIENCE + 1) = {P['EVAL_EVERY'] * (P['PATIENCE'] + 1)} steps, "
                        "so that the stopping rule can fire")
@@ -585,15 +624,23 @@ MODEL_COLUMNS = ["task", "n", "d_qk", "model_seed", "data_seed", "test_loss", "t
 
 
 def analyse(P, progress: bool = True) -> ChapterResult:
-    """Train the phase diagram of P (TASKS, N_VALUES, D_QK, N_SEEDS, SEED and the spec) and judge it; and the
-    fresh-seed check of the learning rates (`fresh_seed_check`)."""
+    """Train the phase diagram of P (TASKS, N_VALUES, D_QK, N_SEEDS, SEED and the spec) and, in the same sweep,
+    copy and reversal at SSMAX_N_VALUES with the scalable softmax, and judge them; and the fresh-seed check of the
+    learning rates (`fresh_seed_check`)."""
     result = ChapterResult()
     spec = cell_spec(P)
-    frame = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], spec, progress=progress,
-                          max_seeds=P.get("MAX_SEEDS"))
+    both = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], spec, progress=progress,
+                         max_seeds=P.get("MAX_SEEDS"), ssmax_cells=ssmax_cells(P), ssmax_s=P["SSMAX_S"])
+    frame, scaled = split_arms(both)
     cells, _ = cell_table(add_head_summaries(frame), replicates=2, seed=P["SEED"])
     fresh = fresh_seed_check(P, spec, decisive_widths(cells, P), progress=progress)
-    return judge(P, frame, spec, result=result, fresh=fresh)
+    return judge(P, frame, spec, result=result, fresh=fresh, scaled=scaled)
+
+
+def ssmax_cells(P) -> list[tuple[str, int]]:
+    """The (task, n) cells trained again with the scalable softmax: copy and reversal among TASKS, at each of
+    SSMAX_N_VALUES (none when it is empty)."""
+    return [(t, n) for t in P["TASKS"] if t in ssmax.SSMAX_TASKS for n in P["SSMAX_N_VALUES"]]
 
 
 def decisive_widths(cells: pd.DataFrame, P) -> dict:
@@ -652,14 +699,48 @@ def fresh_seed_summary(table: pd.DataFrame) -> str:
             f"{count_of(int(tops.meets_bar.sum()), int(tops.models.sum()), 'fresh model')} meet the bar")
 
 
+def judge_ssmax(result: ChapterResult, P, frame: pd.DataFrame, scaled: pd.DataFrame | None, replicates: int) -> None:
+    """The scalable-softmax comparison (`ch05_ssmax`): its table, a verdict per task (ch5_ssmax_<task>) and the
+    numbers its section quotes (also when `scaled` is None: nothing was compared)."""
+    def cells_of(models, relaxed):   # only d_star is read: two resamples are enough
+        return cell_table(add_head_summaries(models), 2, P["SEED"], MIN_SEEDS - int(relaxed))[0]
+
+    n_values = list(P["SSMAX_N_VALUES"]) if scaled is not None else []
+    verdicts, table = {}, pd.DataFrame()
+    if scaled is not None:
+        scaled = add_head_summaries(scaled)
+        tasks = sorted(set(scaled.task), key=list(P["TASKS"]).index)
+        standard = frame[frame.task.isin(tasks) & frame.n.isin(n_values)]
+        table = ssmax.comparison_table(cell_table(standard, replicates, P["SEED"])[0],
+                                       cell_table(scaled, replicates, P["SEED"])[0],
+                                       bridge.law_rows(standard), bridge.law_rows(scaled))
+        verdicts = {task: result.verdict(f"ch5_ssmax_{task}",
+                                         ssmax.ssmax_verdict(task, standard, scaled, cells_of, P["D_QK"]))
+                    for task in tasks}
+        result.frames["ssmax_models"] = scaled[MODEL_COLUMNS]
+        result.frames["ssmax"] = table
+    result.data["ssmax"] = table
+    q = result.quote
+    q("ch5_ssmax_s", P["SSMAX_S"], digits=3)
+    q("ch5_ssmax_n_list", join([str(n) for n in n_values]) or "no n (SSMAX_N_VALUES is empty)")
+    q("ch5_ssmax_models", 0 if scaled is None else len(scaled), "d")
+    q("ch5_ssmax_factor", span_short(*(P["SSMAX_S"] * math.log(n) for n in (min(n_values), max(n_values))), 3)
+      if n_values else "–")
+    q("ch5_ssmax_conclusion", ssmax.conclusion(verdicts))
+    q("ch5_ssmax_scale", ssmax.scale_sentence(table))
+    joined = "; ".join(v.sentence for v in verdicts.values())
+    q("ch5_ssmax_verdicts", joined[:1].upper() + joined[1:] + "." if verdicts else "No task was compared.")
+
+
 def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int = BOOTSTRAP,
-          result: ChapterResult | None = None, fresh: pd.DataFrame | None = None) -> ChapterResult:
+          result: ChapterResult | None = None, fresh: pd.DataFrame | None = None,
+          scaled: pd.DataFrame | None = None) -> ChapterResult:
     """Cells, fits, verdicts and prose numbers from the per-model rows of a phase diagram (see `train_models`).
 
     result.data: models (with head summaries), cells, fits ({task: BootstrapForms or None}), fits_table, above;
     result.frames (recorded): models, cells, fits, verdicts ({task: answer, sentence, ...}), above_ceiling, spec;
     result.verdicts: ch5_<task>_verdict for every task. `fresh`: the rows of `fresh_seed_check`, recorded and quoted
-    when given."""
+    when given. `scaled`: the scalable-softmax rows of `phase_diagram` (`split_arms`), judged by `judge_ssmax` when given."""
     result = result or ChapterResult()
     if fresh is not None:
         table = fresh_seed_table(fresh, frame)
@@ -671,11 +752,16 @@ def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int 
     frame = add_head_summaries(frame)
     cells, boots = cell_table(frame, replicates=replicates, seed=P["SEED"])
     fits = {task: fit_task(task, cells, boots) for task in P["TASKS"]}
-    verdicts = {}
+    verdicts, heldout_tables = {}, {}
     for task in P["TASKS"]:
+        trials = perturbations(task, frame, cells, boots, P, replicates)
         first = task_verdict(task, cells, fits[task], P["N_SEEDS"], max(P["D_QK"]), P["D_MODEL"])
-        verdicts[task] = result.verdict(f"ch5_{task}_verdict",
-                                        robust_verdict(task, frame, cells, boots, first, P, replicates))
+        verdicts[task] = result.verdict(f"ch5_{task}_verdict", robust_verdict(task, first, trials, P))
+        held, heldout_tables[task] = heldout_verdict(task, cells, boots, trials)
+        result.verdict(f"ch5_{task}_heldout", held)
+    result.data["heldout"] = heldout_tables
+    result.frames["heldout"] = pd.concat([t for t in heldout_tables.values() if not t.empty] or [pd.DataFrame()])
+    result.quote("ch5_heldout_spread", heldout.spread_text(heldout_tables))
     above = heads_above_ceiling(frame)
     heads = int(sum(len(v) for v in counted(frame).hardmax_rank))
     result.verdict("ch5_ceiling_verdict", ceiling_verdict(above, cells, heads))
@@ -694,6 +780,7 @@ def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int 
         verdicts={t: {"answer": v.outcome, "sentence": v.sentence, **v.evidence} for t, v in verdicts.items()},
         spec=(spec or cell_spec(P)).__dict__)
     quote_numbers(result, P, frame, cells, verdicts, above)
+    judge_ssmax(result, P, frame, scaled, replicates)
     return result.done()
 
 
@@ -771,13 +858,16 @@ def above_view(above: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 
 def verdicts_view(result: ChapterResult, cells: pd.DataFrame, tasks) -> pd.DataFrame:
     """Table 5.4: per task, its growth verdict, its smallest d_qk per n with the 95 % intervals, the cells it
-    leaves out, what the robustness check found, and what the margin law read off the widest heads says."""
+    leaves out, what the robustness check found, the held-out test of the forms (`ch05_heldout`), and what the margin
+    law read off the widest heads says."""
     rows = []
     for task in tasks:
         verdict = result.verdicts[f"ch5_{task}_verdict"]
         law = result.verdicts.get(f"ch5_{task}_law")
+        held = result.verdicts.get(f"ch5_{task}_heldout")
         rows.append({"task": task, "verdict": verdict.sentence, "smallest d_qk": curve_text(cells, task),
                      "cells left out": excluded_text(cells, task), "robustness": robustness_text(verdict),
+                     "the largest n held out": held.sentence if held else "–",
                      "the margin law (widest heads)": law.sentence if law else "–"})
     return pd.DataFrame(rows).set_index("task").rename_axis(index=None)
 

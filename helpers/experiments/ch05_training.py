@@ -6,6 +6,7 @@
     # target_mass, target_mass_min
     rows = stack_point("copy", 32, spec.__dict__, data_seed=0, members=[{"d_qk": 2, "seed": 0}, ...])
     # the adaptive sweep's point: any (width, seed) pairs, rows with `seed` for the model seed
+    rows = stack_point(..., ssmax_s=1.0)   # the same models with the scalable softmax (logits times s ln n)
 
 **Models.** Every model of a task has the same architecture (TASK_SPECS: layers, positions, learning rate);
 only the query/key width d_qk varies, the value width stays fixed (`d_value`). A model trains until its
@@ -17,6 +18,7 @@ This module holds only what a trained model's numbers depend on, so that the res
 point by the code of its module) keeps the trained models when the chapter's analysis changes.
 """
 
+import math
 from dataclasses import dataclass, field
 
 from .. import capture, data as datasets, margin, models, rank, seeding, training
@@ -103,17 +105,26 @@ def task_data(task: str, n: int, seed: int, spec: CellSpec) -> datasets.TaskData
                               n_test=spec.n_test, **TASK_SPECS[task].options)
 
 
-def model_config(task: str, data: datasets.TaskData, d_qk: int, spec: CellSpec) -> models.ModelConfig:
-    """The task's model with query/key width d_qk and value width spec.d_value (one head per layer)."""
+def logit_factor(n: int, d_qk: int, ssmax_s: float | None = None) -> float:
+    """The factor on q.k: 1 / sqrt(d_qk), times s ln n with the scalable softmax (`ssmax_s` = s)."""
+    return (1.0 if ssmax_s is None else ssmax_s * math.log(n)) / math.sqrt(d_qk)
+
+
+def model_config(task: str, data: datasets.TaskData, d_qk: int, spec: CellSpec,
+                 ssmax_s: float | None = None) -> models.ModelConfig:
+    """The task's model with query/key width d_qk and value width spec.d_value (one head per layer); with
+    `ssmax_s`, its logits are scaled by s ln n on top of 1 / sqrt(d_qk) (`logit_factor`)."""
     task_spec = TASK_SPECS[task]
+    scale = None if ssmax_s is None else logit_factor(data.n, d_qk, ssmax_s)
     return models.ModelConfig(d_model=spec.d_model, n_heads=1, n_layers=task_spec.n_layers, d_mlp=2 * spec.d_model,
-                              d_head=d_qk, d_value=spec.d_value, pos=task_spec.pos, **data.model_fields())
+                              d_head=d_qk, d_value=spec.d_value, pos=task_spec.pos, scale=scale,
+                              **data.model_fields())
 
 
-def _train_stack(task, data, members: list[tuple[int, int]], spec, compact=True):
+def _train_stack(task, data, members: list[tuple[int, int]], spec, compact=True, ssmax_s=None):
     """Train one stack of (d_qk, model seed) members; returns (standalone models, status frame) in member order.
     compact=False keeps stopped models in the computation (for `benchmarks/bench_stack_compaction.py`)."""
-    configs = [model_config(task, data, d, spec) for d, _ in members]
+    configs = [model_config(task, data, d, spec, ssmax_s) for d, _ in members]
     stack = training.ModelStack.build(configs, [seeding.derive_seed(s, "init") for _, s in members], device="cpu")
     order = [seeding.derive_seed(s, "order") for _, s in members]
     try:
@@ -173,13 +184,15 @@ def train_models(task: str, n: int, d_qks: list, model_seeds: list, data_seed: i
     return _rows(trained, status, members, data)
 
 
-def stack_point(task: str, n: int, spec: dict, data_seed: int, members: list[dict], seed: int = 0) -> list[dict]:
+def stack_point(task: str, n: int, spec: dict, data_seed: int, members: list[dict], seed: int = 0,
+                ssmax_s: float | None = None) -> list[dict]:
     """The adaptive sweep's point: the models `members` ([{"d_qk": width, "seed": model seed}, ...]) of one cell,
-    trained as one stack on the cell's data (`data_seed`); rows as `train_models`, the model seed as `seed`."""
+    trained as one stack on the cell's data (`data_seed`), with the scalable softmax when `ssmax_s` is given; rows
+    as `train_models`, the model seed as `seed`."""
     cell = CellSpec(**spec)
     data = task_data(task, n, data_seed, cell)
     pairs = [(int(m["d_qk"]), int(m["seed"])) for m in members]
-    trained, status = _train_stack(task, data, pairs, cell)
+    trained, status = _train_stack(task, data, pairs, cell, ssmax_s=ssmax_s)
     return [{**{k: v for k, v in row.items() if k != "model_seed"}, "seed": row["model_seed"]}
             for row in _rows(trained, status, pairs, data)]
 

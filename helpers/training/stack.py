@@ -5,8 +5,8 @@
     models = stack.models()                                     # standalone `helpers.models.Transformer`s
     stack.save(path); ModelStack.load(path)                     # one .npz per stack, no pickle
 
-**Family.** The models of a stack share everything but the query/key width `d_head` (and their seeds): the
-value width (`value_dim`), d_model, heads, layers, inputs, task, positions, norms.
+**Family.** The models of a stack share everything but the query/key width `d_head`, the logit scale (held per
+model) and their seeds: the value width (`value_dim`), d_model, heads, layers, inputs, task, positions, norms.
 
 **Padding is exact.** Every model's query and key blocks of `qkv` are padded with zero rows to the largest
 `d_head` of the stack, D: q_h = [q_h, 0], k_h = [k_h, 0], so q.k is unchanged (with rotary positions each
@@ -37,12 +37,11 @@ PATHS = forward_pass.PATHS
 
 
 def _family(cfg: ModelConfig) -> dict:
-    """The fields that must agree inside a stack (all but the query/key width)."""
+    """The fields that must agree inside a stack: all but the query/key width and the logit scale, which the stack
+    holds per model (`scales`), so models with a scale of their own (e.g. s ln n / sqrt(d_head)) stack too."""
     fields = cfg.to_dict()
-    fields["d_head"] = None
+    fields["d_head"] = fields["scale"] = fields["temperature"] = None
     fields["d_value"] = cfg.value_dim
-    if cfg.scale is None and cfg.temperature is None:
-        fields["scale"] = "1/sqrt(d_head)"
     return fields
 
 
@@ -95,8 +94,8 @@ class ModelStack:
             if differ:
                 k = differ[0]
                 raise ArgumentError(f"models[{i}].cfg.{k}", other[k],
-                                     f"{base[k]!r} as in models[0]: a stack holds one family (only d_head may "
-                                     f"differ; set d_value to hold the value width fixed)")
+                                     f"{base[k]!r} as in models[0]: a stack holds one family (only d_head and the "
+                                     f"logit scale may differ; set d_value to hold the value width fixed)")
         self.attention = attention
         names = [name for name, _ in models[0].named_parameters()]
         slices = {name: [m.get_parameter(name).detach() for m in models] for name in names}

@@ -211,3 +211,30 @@ def test_the_bridge_matches_the_law_recomputed_from_the_model_rows(values):
         assert b["lower"] == float(np.median(lower)) and b["lower"] <= b["d_star"]
     for task in ("copy", "reversal", "high_rank"):
         assert values[f"ch5_{task}_law"]["outcome"] in {"tracks", "no_better", "untestable"}
+
+
+def test_the_scalable_softmax_comparison_matches_the_model_rows(metrics, values):
+    """Each compared cell's smallest width, in both arms, recomputed by hand from the recorded model rows; and each
+    task's verdict follows the rule from them (a mixed or a missed-bar comparison is untestable)."""
+    p = metrics["params"]
+    assert p["SSMAX_N_VALUES"] == [12, 16] and p["SSMAX_S"] == 1.0
+    scaled = by_cell(values["ssmax_models"])
+    assert set(scaled) == {(t, n) for t in ("copy", "reversal") for n in (12, 16)}
+    standard = by_cell(values["models"])
+    rows = values["ssmax"]
+    assert {(r["task"], r["n"]) for r in rows} == set(scaled)
+    for row in rows:
+        for arm, cells in (("standard", standard), ("scaled", scaled)):
+            usable, d_star = recompute_cell(cells[(row["task"], row["n"])], BARS[row["task"]])
+            assert row[f"{arm}_usable"] == usable
+            assert row[f"{arm}_d_star"] == (d_star if usable else None)
+    for task in ("copy", "reversal"):
+        verdict = values[f"ch5_ssmax_{task}"]
+        mine = [r for r in rows if r["task"] == task]
+        if not all(r["standard_usable"] and r["scaled_usable"] for r in mine):
+            assert verdict["outcome"] == "untestable" and "quality bar" in verdict["sentence"]
+            continue
+        narrower = [r["scaled_d_star"] < r["standard_d_star"] for r in mine]
+        expected = "narrower" if all(narrower) else "not_narrower" if not any(narrower) else "untestable"
+        flipped = verdict["evidence"].get("robustness", {}).get("flips")
+        assert verdict["outcome"] == ("untestable" if flipped else expected)

@@ -16,7 +16,8 @@ GRID = list(range(1, 65))
 
 def params(**over):
     return {"SEED": 0, "TASKS": ["copy"], "N_VALUES": [16, 64, 256], "D_QK": GRID, "N_SEEDS": 3, "MAX_SEEDS": 3, "STEPS": 100,
-            "EVAL_EVERY": 10, "PATIENCE": 3, "TOLERANCE": 0.005, "D_MODEL": 64, "D_VALUE": 8, **over}
+            "EVAL_EVERY": 10, "PATIENCE": 3, "TOLERANCE": 0.005, "D_MODEL": 64, "D_VALUE": 8,
+            "SSMAX_N_VALUES": [], "SSMAX_S": 1.0, **over}
 
 
 def rows(task, n_to_star, seeds=(0, 1, 2), grid=GRID, low=0.3, jitter=None, top_accuracy=1.0, converged=True):
@@ -153,9 +154,10 @@ def fake_stack_point(accuracy):
     """A stand-in for `stack_point`: accuracy(d_qk, seed) per member, one head of rank 1; records its calls."""
     calls = []
 
-    def point(task, n, spec, data_seed, members, seed=0):
+    def point(task, n, spec, data_seed, members, seed=0, ssmax_s=None):
         calls.append(sorted({m["d_qk"] for m in members}))
-        return [{"d_qk": m["d_qk"], "seed": m["seed"], "test_loss": 0.0, "test_accuracy": accuracy(m["d_qk"], m["seed"]),
+        accuracy_of = accuracy if ssmax_s is None else (lambda d, s: accuracy(2 * d, s))   # scaled: half the width
+        return [{"d_qk": m["d_qk"], "seed": m["seed"], "test_loss": 0.0, "test_accuracy": accuracy_of(m["d_qk"], m["seed"]),
                  "converged": m["d_qk"] != 1, "diverged": False, "stop_step": 10, "hardmax_rank": [1.0],
                  "numerical_rank": [1.0], "hardmax_rank_targets": [1.0]} for m in members]
     return point, calls
@@ -176,6 +178,20 @@ def test_the_search_trains_both_ends_then_bisects_and_trains_each_model_once(mon
     assert [d for call in calls[1:] for d in call] == [4, 3, 2]        # middle of 2, 3, 4, 6; then 2, 3; then 2
     assert len(frame) == 5 * 3 and not frame.duplicated(["d_qk", "model_seed"]).any()
     assert set(frame.model_seed) == {0, 1, 2} and "seed" not in frame
+
+
+def test_the_scalable_softmax_cells_are_searched_in_the_same_sweep_and_split_off(monkeypatch, tmp_path):
+    monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
+    point, calls = fake_stack_point(lambda d, s: 1.0 if d >= 4 else 0.2)
+    monkeypatch.setattr(chapter, "stack_point", point)
+    both = chapter.phase_diagram(["copy"], [16], [1, 2, 3, 4, 6, 8], 3, 0, training.CellSpec(d_model=8),
+                                 progress=False, ssmax_cells=[("copy", 16)], ssmax_s=1.0)
+    standard, scaled = chapter.split_arms(both)
+    assert "ssmax_s" not in standard and len(standard) + len(scaled) == len(both)
+    smallest = [float(chapter.saturation_of(chapter.seed_table(f.assign(diverged=False), "test_accuracy")).value)
+                for f in (standard, scaled)]
+    assert smallest == [4.0, 2.0]                    # the stand-in gives the scaled arm half the width
+    assert chapter.split_arms(standard)[1] is None
 
 
 def test_a_cell_that_misses_its_bar_at_the_largest_width_stops_after_the_ends(monkeypatch, tmp_path):
@@ -314,7 +330,7 @@ def test_resolve_fills_the_mode_defaults_and_refuses_bad_combinations():
     def resolved(mode, **values):
         P = parameters.validate(MODE=(mode, parameters.mode), SEED=(0, parameters.seed))
         P.update({"N_VALUES": None, "D_QK": None, "N_SEEDS": None, "MAX_SEEDS": None, "STEPS": None, "EVAL_EVERY": None,
-                  "D_MODEL": None, "PATIENCE": None, "SCHEDULER": None, **values})
+                  "D_MODEL": None, "PATIENCE": None, "SCHEDULER": None, "SSMAX_N_VALUES": None, **values})
         return chapter.resolve(P)
 
     full = resolved("full")
@@ -330,6 +346,10 @@ def test_resolve_fills_the_mode_defaults_and_refuses_bad_combinations():
         resolved("full", D_QK=[1, 64], D_MODEL=32)
     with pytest.raises(parameters.ParameterError, match="STEPS"):
         resolved("full", STEPS=100, EVAL_EVERY=50)
+    assert full["SSMAX_N_VALUES"] == [64, 128] and resolved("quick")["SSMAX_N_VALUES"] == [12, 16]
+    assert resolved("full", SSMAX_N_VALUES=[])["SSMAX_N_VALUES"] == []
+    with pytest.raises(parameters.ParameterError, match="SSMAX_N_VALUES.*among N_VALUES"):
+        resolved("full", SSMAX_N_VALUES=[256])   # nothing to compare it with
 
 
 def test_one_failing_seed_at_the_largest_width_excludes_the_cell():
@@ -406,3 +426,30 @@ def test_the_bootstrap_reads_a_resample_of_extra_seeds_at_the_widths_they_have()
     reps = chapter.bootstrap_saturation(table, 400, seed=0)
     assert np.isfinite(reps).all()
     assert set(np.unique(reps)) <= {2.0, 4.0, 8.0} and 8.0 in reps and 4.0 in reps
+
+
+def test_the_scalable_softmax_comparison_is_judged_from_both_arms():
+    grid = [1, 2, 3, 4, 6, 8, 12, 16]
+    standard = rows("copy", {16: 4, 64: 6, 256: 8}, grid=grid)
+    scaled = rows("copy", {64: 3, 256: 4}, grid=grid)
+    result = chapter.judge(params(D_QK=grid, D_MODEL=16, SSMAX_N_VALUES=[64, 256]), standard, replicates=50,
+                           scaled=scaled)
+    verdict = result.verdicts["ch5_ssmax_copy"]
+    assert verdict.outcome == "narrower", verdict.sentence     # two grid steps below at both n, every seed alike
+    table = result.data["ssmax"].set_index("n")
+    assert table.loc[64, "standard_d_star"] == 6 and table.loc[256, "scaled_d_star"] == 4
+    assert result.quotes["ch5_ssmax_factor"].text() == "4.16 to 5.55"     # ln 64 and ln 256 at s = 1
+    one_step = rows("copy", {64: 4, 256: 4}, grid=grid)                  # 4 against 6: one grid step
+    result = chapter.judge(params(D_QK=grid, D_MODEL=16, SSMAX_N_VALUES=[64, 256]), standard, replicates=50,
+                           scaled=one_step)
+    assert result.verdicts["ch5_ssmax_copy"].outcome == "untestable"
+
+
+def test_the_held_out_test_is_recorded_per_task():
+    result = judged(rows("copy", {16: 2, 32: 3, 64: 4, 128: 5}), N_VALUES=[16, 32, 64, 128])
+    verdict = result.verdicts["ch5_copy_heldout"]
+    table = result.data["heldout"]["copy"].set_index("form")
+    assert table.loc["log", "predicted"] == pytest.approx(5.0, rel=1e-9)   # log2(n) - 2 exactly
+    # only a + b ln n hits 5 exactly, but on a grid of every width a one-step move of n = 32 changes that
+    assert verdict.outcome == "untestable" and verdict.evidence["undecided_outcome"] == "log"
+    assert "the width at n = 32 moved from 3 to 4" in verdict.sentence

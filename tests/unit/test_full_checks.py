@@ -72,7 +72,12 @@ def test_chapter_05_broken_promises_are_named():
     verdict = metrics["05_trained_synthetic"]["values"]["verdicts"]["copy"]
     verdict["answer"] = "log"
     verdict["robustness"] = {"perturbations": 9, "flips": [{"perturbation": "seed 1 left out", "outcome": "sqrt"}]}
+    held_out = metrics["05_trained_synthetic"]["values"]["ch5_copy_heldout"]
+    held_out["outcome"] = "log"                                  # decided, though a perturbation flips it
+    held_out["evidence"]["robustness"] = {"perturbations": 9, "flips": [{"perturbation": "seed 2 left out",
+                                                                         "outcome": "untestable"}]}
     problems = " | ".join(full_checks.check_trained_synthetic(metrics))
+    assert "ch5_copy_heldout: decided (log) although seed 2 left out flips it" in problems
     assert "copy at n = 64: saturation width 5.0 was never trained" in problems
     assert "copy at n = 32: used, but not every model at d_qk = 16 meets the bar" in problems
     assert "copy: decided (log) although seed 1 left out flips it" in problems

@@ -70,10 +70,17 @@ def test_chapter_5_rows_read_the_per_task_table_and_the_robust_answers():
     width = rule_reading("verdicts")
     metrics = {"05_trained_synthetic": {"values": {"verdicts": {
         "copy": {"answer": "log", "sentence": "copy supports order log n."},
-        "high_rank": {"answer": "untestable", "sentence": "high_rank is untestable at this budget: ... ."}}},
+        "high_rank": {"answer": "untestable", "sentence": "high_rank is untestable at this budget: ... ."}},
+        **{f"ch5_{task}_heldout": {"outcome": "untestable", "sentence": f"for {task} ..."}
+           for task in ("copy", "reversal", "high_rank")}},
         "not_run": []}}
     verdict = ledger.evaluate(width, metrics)
     assert verdict.outcome == ledger.HOLDS and "high_rank is untestable" in verdict.sentence
+    held_out = metrics["05_trained_synthetic"]["values"]["ch5_copy_heldout"]
+    held_out["outcome"] = "power"                       # the largest n predicted only by power growth
+    assert ledger.evaluate(width, metrics).outcome == ledger.CONDITIONAL
+    held_out["outcome"] = "log"
+    assert ledger.evaluate(width, metrics).outcome == ledger.HOLDS
     metrics["05_trained_synthetic"]["values"]["verdicts"]["reversal"] = {"answer": "linear", "sentence": "s."}
     assert ledger.evaluate(width, metrics).outcome == ledger.CONDITIONAL
     permutation = rule_reading("ch5_permutation_verdict")

@@ -3,6 +3,7 @@ independent plain-torch loop), with per-model clipping and stopping, and stopped
 
 import copy
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -150,6 +151,22 @@ def test_stacked_forward_is_each_model(copy_data, options):
         out = ModelStack(models, attention=path)(torch.stack([x, x.flip(0)]))
         assert torch.allclose(out[0], models[0](x), atol=1e-5)
         assert torch.allclose(out[1], models[1](x.flip(0)), atol=1e-5)
+
+
+def test_models_with_their_own_logit_scales_stack_and_train_as_if_alone(copy_data):
+    # the scalable softmax of chapter 05 gives every width its own scale, s ln n / sqrt(d_head)
+    cfgs = [replace(c, scale=s) for c, s in zip(configs(copy_data, [2, 6]), (0.4, 2.5))]
+    models = [build_model(c, seed=s).double() for c, s in zip(cfgs, (0, 1))]
+    stack = ModelStack(models)
+    x = copy_data.test_x[:3]
+    out = stack(torch.stack([x, x]))
+    for i, model in enumerate(models):
+        assert torch.allclose(out[i], model(x), rtol=FLOAT64_BOUND, atol=FLOAT64_BOUND)
+    options = dict(steps=10, batch_size=16, eval_every=0)
+    fit(stack, copy_data, [0, 1], **options)
+    for i, model in enumerate(models):
+        fit(model, copy_data, [i], **options)
+        assert max(relative_errors(model, stack.state_dict(i)).values()) < FLOAT64_BOUND
 
 
 def test_image_and_rope_stacks_and_split():

@@ -1,0 +1,75 @@
+"""Chapter 5's held-out test of the growth forms, on smallest widths whose fits are worked out independently
+(numpy's polyfit and the normal equations by hand)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import scaling
+from helpers.experiments import ch05_heldout as heldout
+
+N = [16, 32, 64, 128]
+
+
+def cells(d_stars, low=None, high=None, task="copy", usable=None):
+    usable = usable or [True] * len(d_stars)
+    return pd.DataFrame([{"task": task, "n": n, "usable": u, "d_star": float(d), "d_star_lowest": float(d),
+                          "d_star_low": float(low if low is not None and n == N[-1] else d),
+                          "d_star_high": float(high if high is not None and n == N[-1] else d)}
+                         for n, d, u in zip(N, d_stars, usable)])
+
+
+def boots(d_stars, spread=0.0, replicates=200, seed=0):
+    rng = np.random.default_rng(seed)
+    return {("copy", n): d + spread * rng.standard_normal(replicates) for n, d in zip(N, d_stars)}
+
+
+@pytest.mark.parametrize("form", heldout.FORMS)
+def test_predictions_are_the_least_squares_fits(form):
+    n, y = np.array(N[:3], float), np.array([2.0, 3.5, 4.0])
+    x = {"log": np.log(n), "log2": np.log(n) ** 2, "sqrt": np.sqrt(n), "linear": n}[form]
+    x_test = {"log": math.log(128), "log2": math.log(128) ** 2, "sqrt": math.sqrt(128), "linear": 128.0}[form]
+    if form in ("log", "log2"):
+        b, a = np.polyfit(x, y, 1)
+        expected = a + b * x_test
+    else:
+        expected = (x * y).sum() / (x * x).sum() * x_test        # the normal equation of y = c x
+    got = heldout.predictions(form, n, np.stack([y, 2 * y]), 128)
+    # a handful of float64 operations on O(10) numbers: relative rounding of order 1e-15
+    assert got == pytest.approx([expected, 2 * expected], rel=1e-12)
+    assert got[0] == pytest.approx(float(scaling.fit_form(form, n, y).predict(128)), rel=1e-12)
+
+
+def test_an_exact_logarithm_is_predicted_only_by_the_logarithmic_forms():
+    d = [2, 3, 4, 5]                                              # log2(n) - 2: a + b ln n exactly
+    table = heldout.heldout_table(cells(d, low=4, high=6), boots(d, spread=0.1), "copy")
+    assert list(table.form) == list(heldout.FORMS) and set(table.fitted_n.map(tuple)) == {(16, 32, 64)}
+    log = table.set_index("form").loc["log"]
+    assert log.predicted == pytest.approx(5.0, rel=1e-9)
+    # c sqrt(n): c = sum(sqrt(n) d) / sum(n) over 16, 32, 64 = 56.97 / 112, times sqrt(128): 5.75, inside 4 to 6
+    sqrt = table.set_index("form").loc["sqrt"]
+    assert sqrt.predicted == pytest.approx((8 + 3 * math.sqrt(32) + 32) / 112 * math.sqrt(128), rel=1e-12)
+    assert table.set_index("form").predicts.to_dict() == {"log": True, "log2": True, "sqrt": True, "linear": False}
+    assert heldout.decide(table) == "untestable"                 # both classes predict 4 to 6
+    narrow = heldout.heldout_table(cells(d, low=5, high=5), boots(d, spread=0.01), "copy")
+    assert narrow.set_index("form").predicts.to_dict() == {"log": True, "log2": False, "sqrt": False,
+                                                           "linear": False}
+    assert heldout.decide(narrow) == "log"
+    assert "only logarithmic growth extrapolates" in heldout.sentence("copy", narrow)
+
+
+def test_linear_growth_is_predicted_only_by_the_power_forms():
+    d = [2, 4, 8, 16]                                             # n / 8
+    table = heldout.heldout_table(cells(d, low=15, high=17), boots(d, spread=0.05), "copy")
+    assert table.set_index("form").loc["linear"].predicted == pytest.approx(16.0, rel=1e-12)
+    assert heldout.decide(table) == "power"
+
+
+def test_too_few_usable_n_is_untestable():
+    d = [2, 3, 4, 5]
+    table = heldout.heldout_table(cells(d, usable=[True, False, True, True]), boots(d), "copy")
+    assert table.empty and heldout.decide(table) == "untestable"
+    assert "fewer than 4 usable n" in heldout.sentence("copy", table)
+    assert heldout.heldout_view({"copy": table}).index[0].startswith("no task has")
