@@ -8,7 +8,8 @@ A fit over all n (the chapter's `fit_task`) can tell forms apart only by how the
 prediction of a point the fit never saw is the test a referee asks for, and it says how far the forms separate over
 the octaves trained. The forms are the growth-class forms of `helpers.scaling` (a + b ln n and a + b (ln n)^2:
 the logarithmic class; c sqrt(n) and c n: the power class), fitted by least squares in closed form, to the point
-estimates and to every bootstrap replicate of the smaller n (the chapter's resamples over models).
+estimates, to the lower ends of their brackets of trained widths, and to every bootstrap replicate of the smaller n
+(the chapter's resamples over models).
 
 **The rule.** A form predicts the largest n when the 95 % interval of its prediction over the replicates, rounded up
 to whole dimensions, meets the measured 95 % interval there (a bracket of trained widths). "log" when some
@@ -30,8 +31,8 @@ CLASS_OF = {"log": "log", "log2": "log", "sqrt": "power", "linear": "power"}
 OUTCOME_WORDS = {"log": "only the logarithmic forms predicting the largest n",
                  "power": "only the power forms predicting the largest n"}
 RULE = ("per task with at least 4 usable n: each growth-class form (a + b ln n, a + b (ln n)^2, c sqrt(n), c n) "
-        "fitted by least squares to the smallest widths at every usable n but the largest, to the point estimates "
-        "and to each bootstrap replicate over models; a form predicts the largest n when the 95 % interval of its "
+        "fitted by least squares to the smallest widths at every usable n but the largest, to the point estimates, "
+        "the lower ends of their brackets and each bootstrap replicate over models; a form predicts the largest n when the 95 % interval of its "
         "prediction, rounded up to whole dimensions, meets the measured 95 % interval there; 'log' when only "
         "logarithmic forms predict it, 'power' when only power forms do, else untestable")
 
@@ -69,8 +70,12 @@ def heldout_table(cells: pd.DataFrame, boots: dict, task: str) -> pd.DataFrame:
     rows = []
     for form in FORMS:
         point = float(predictions(form, train.n, train.d_star.to_numpy(float)[None], test.n)[0])
+        # a smallest width is known to its bracket of trained widths: the fit to the brackets' lower ends widens the
+        # interval over the resamples (which draw trained widths, the upper ends)
+        lowest = float(predictions(form, train.n, train.d_star_lowest.to_numpy(float)[None], test.n)[0])
         spread = predictions(form, train.n, reps, test.n)
         low, high = (float(np.quantile(spread, q)) for q in (0.025, 0.975))
+        low, high = min(low, lowest), max(high, lowest)
         rows.append({"task": task, "form": form, "class": CLASS_OF[form], "fitted_n": [int(n) for n in train.n],
                      "n": int(test.n), "predicted": point, "predicted_low": low, "predicted_high": high,
                      "d_star": float(test.d_star), "d_star_lowest": float(test.d_star_lowest),
@@ -95,8 +100,11 @@ def sentence(task: str, table: pd.DataFrame) -> str:
     first = table.iloc[0]
     fitted = join([str(n) for n in first.fitted_n])
     good = [scaling_words(f) for f in table[table.predicts].form]
+    bad = [scaling_words(f) for f in table[~table.predicts].form]
     measured = f"{number(first.d_star)} (95 % interval {span_short(first.measured_low, first.measured_high)})"
     found = (f"{join(good)} {'predicts' if len(good) == 1 else 'predict'} it" if good else "no form predicts it")
+    if good and bad:
+        found += f" and {join(bad)} {'does' if len(bad) == 1 else 'do'} not"
     outcome = decide(table)
     lead = {"log": "only logarithmic growth", "power": "only power-law growth"}.get(outcome)
     tail = (f": {lead} extrapolates" if lead else
@@ -131,3 +139,21 @@ def spread_text(tables: dict) -> str:
     parts = [f"{task} {span_short(float(t.predicted.min()), float(t.predicted.max()), 2)} at n = {int(t.n.iloc[0])}"
              for task, t in tables.items() if not t.empty and math.isfinite(float(t.predicted.min()))]
     return join(parts, separator="; ") or "none (no task has enough usable n)"
+
+
+def summary(tables: dict) -> str:
+    """One sentence over the tasks: the forms that predict the held-out n for every task, and those ruled out."""
+    tested = {task: t for task, t in tables.items() if not t.empty}
+    if not tested:
+        return "No task has enough usable n for the held-out test."
+    always = [f for f in FORMS if all(t.set_index("form").predicts[f] for t in tested.values())]
+    out = {f: [task for task, t in tested.items() if not t.set_index("form").predicts[f]] for f in FORMS}
+    ns = {task: int(t.n.iloc[0]) for task, t in tested.items()}
+    held = (f"at n = {next(iter(ns.values()))}" if len(set(ns.values())) == 1 else
+            f"({join([f'n = {n} for {task}' for task, n in ns.items()])})")
+    parts = [f"Held out {held}, the largest n is predicted for every task by "
+             f"{join([scaling_words(f) for f in always]) or 'no single form'}"]
+    missed = [f"{scaling_words(f)} misses it for {join(tasks)}" for f, tasks in out.items() if tasks]
+    if missed:
+        parts.append(join(missed, separator="; "))
+    return "; ".join(parts) + "."

@@ -762,6 +762,7 @@ def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int 
     result.data["heldout"] = heldout_tables
     result.frames["heldout"] = pd.concat([t for t in heldout_tables.values() if not t.empty] or [pd.DataFrame()])
     result.quote("ch5_heldout_spread", heldout.spread_text(heldout_tables))
+    result.quote("ch5_heldout_summary", heldout.summary(heldout_tables))
     above = heads_above_ceiling(frame)
     heads = int(sum(len(v) for v in counted(frame).hardmax_rank))
     result.verdict("ch5_ceiling_verdict", ceiling_verdict(above, cells, heads))

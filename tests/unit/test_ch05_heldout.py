@@ -58,6 +58,21 @@ def test_an_exact_logarithm_is_predicted_only_by_the_logarithmic_forms():
                                                            "linear": False}
     assert heldout.decide(narrow) == "log"
     assert "only logarithmic growth extrapolates" in heldout.sentence("copy", narrow)
+    assert "a + b·ln n predicts it and a + b·(ln n)², c·√n and c·n do not" in heldout.sentence("copy", narrow)
+    assert heldout.summary({"copy": narrow, "reversal": table}) == (
+        "Held out at n = 128, the largest n is predicted for every task by "
+        "a + b·ln n; a + b·(ln n)² misses it for copy; c·√n misses it for copy and c·n misses it for copy and "
+        "reversal.")
+
+
+def test_the_brackets_lower_ends_widen_the_prediction():
+    d = [2, 3, 4, 5]
+    c = cells(d, low=5, high=5)
+    c["d_star_lowest"] = [2.0, 3.0, 3.0, 5.0]                     # 4 at n = 64 might be 3 (3 not trained)
+    table = heldout.heldout_table(c, boots(d, spread=0.0), "copy").set_index("form")
+    lower = heldout.predictions("log", N[:3], np.array([[2.0, 3.0, 3.0]]), 128)[0]
+    assert table.loc["log", "predicted_low"] == pytest.approx(lower, rel=1e-12) and lower < 5
+    assert table.loc["log", "predicted_high"] == pytest.approx(5.0, rel=1e-9)
 
 
 def test_linear_growth_is_predicted_only_by_the_power_forms():
