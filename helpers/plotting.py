@@ -202,3 +202,18 @@ def show_step(lhs: str, expression, relation: str = "=") -> None:
     from IPython.display import Math, display
 
     display(Math(f"{lhs} {relation} {sp.latex(expression)}"))
+
+
+def listing(obj) -> None:
+    """Display the source of a function or method of `helpers` as a Python code block, read by `inspect` when the
+    page runs, so that the page shows the code exactly as the book runs it and cannot drift from it."""
+    import inspect
+    import textwrap
+
+    from IPython.display import Markdown, display
+
+    if not (inspect.isfunction(obj) and obj.__module__.startswith("helpers")):
+        raise ArgumentError("obj", getattr(obj, "__qualname__", repr(obj)), "a function or method of helpers")
+    source = textwrap.dedent(inspect.getsource(obj)).rstrip()
+    where = f"{obj.__module__}.{obj.__qualname__}"
+    display(Markdown(f"`{where}`\n\n```python\n{source}\n```"))

@@ -153,8 +153,9 @@ def comparison_table(standard_cells: pd.DataFrame, scaled_cells: pd.DataFrame, s
     return pd.DataFrame(rows)
 
 
-def comparison_view(table: pd.DataFrame, s: float) -> pd.DataFrame:
-    """Table 5.7: the comparison per (task, n), for the page."""
+def comparison_view(table: pd.DataFrame, s: float, verdicts: dict | None = None) -> pd.DataFrame:
+    """Table 5.7: the comparison per (task, n), for the page; with `verdicts` ({task: Verdict}), each task's verdict
+    sentence on its first row."""
     if table.empty:
         return pd.DataFrame({"scalable softmax": ["not run (SSMAX_N_VALUES is empty)"]}) \
             .set_index("scalable softmax").rename_axis(index=None)
@@ -164,8 +165,9 @@ def comparison_view(table: pd.DataFrame, s: float) -> pd.DataFrame:
              "95 % intervals (standard; scaled)": f"{r.standard_interval}; {r.scaled_interval}",
              "L at the smallest width (standard; scaled)": f"{number(r.standard_L, 3)}; {number(r.scaled_L, 3)}",
              "L at the largest width (standard; scaled)": f"{number(r.standard_L_top, 3)}; {number(r.scaled_L_top, 3)}",
-             "meeting the bar at the largest width (standard; scaled)": f"{r.standard_passing}; {r.scaled_passing}"}
-            for r in table.itertuples()]
+             "meeting the bar at the largest width (standard; scaled)": f"{r.standard_passing}; {r.scaled_passing}",
+             "verdict": (verdicts[r.task].sentence if verdicts and r.task in verdicts and first else "")}
+            for r, first in zip(table.itertuples(), ~table.task.duplicated())]
     return pd.DataFrame(rows).set_index(["task", "n"]).rename_axis(index=[None, None])
 
 

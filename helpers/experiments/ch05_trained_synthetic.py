@@ -1,11 +1,14 @@
 """Chapter 5: the head-dimension phase diagram. How small can the query/key width d_qk of a trained head be at
 sequence length n, on tasks whose attention need is known?
 
-    result = analyse(P)          # P: the validated parameters of the notebook
-    result.models                # one row per trained model: task, n, d_qk, model_seed, accuracy, converged, ranks
-    result.cells                 # one row per (task, n): best accuracy, quality bar, saturation d_qk with intervals
-    result.fits[task]            # scaling.BootstrapForms of the saturation d_qk against n (or None)
-    result.verdicts[task]        # which answer of the literature the data support, as data and as a sentence
+    result = analyse(P)                  # P: the validated parameters of the notebook
+    result.data["models"]                # one row per trained model: task, n, d_qk, model_seed, accuracy, ranks, ...
+    result.data["cells"]                 # one row per (task, n): quality bar, saturation d_qk with intervals
+    result.data["fits"][task]            # scaling.BootstrapForms of the saturation d_qk against n (or None)
+    result.verdicts["ch5_<task>_verdict"]  # which answer of the literature the data support (robust or untestable)
+    result.verdicts["ch5_<task>_heldout"]  # which growth forms predict the largest n from the others (ch05_heldout)
+    result.verdicts["ch5_ssmax_<task>"]    # narrower heads with the scalable softmax? (ch05_ssmax)
+    result.data["bridge"]                # the margin law of chapter 03c beside every usable cell (ch05_bridge)
 
 **Models.** Every model of a task has the same architecture (TASK_SPECS: layers, positions, learning rate);
 only the query/key width d_qk varies, the value width stays fixed (`d_value`). Models are trained until their
@@ -728,8 +731,6 @@ def judge_ssmax(result: ChapterResult, P, frame: pd.DataFrame, scaled: pd.DataFr
       if n_values else "–")
     q("ch5_ssmax_conclusion", ssmax.conclusion(verdicts))
     q("ch5_ssmax_scale", ssmax.scale_sentence(table))
-    joined = "; ".join(v.sentence for v in verdicts.values())
-    q("ch5_ssmax_verdicts", joined[:1].upper() + joined[1:] + "." if verdicts else "No task was compared.")
 
 
 def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int = BOOTSTRAP,

@@ -1,6 +1,7 @@
 """The house style of figures: column width, fonts of at least 9 pt, at most three panels, legends off the data."""
 
 import io
+import math
 import re
 
 import matplotlib
@@ -84,3 +85,24 @@ def test_columns_of_sentences_are_left_aligned_and_numbers_stay_right():
                                                                      "short"], "label": ["x", "y"]})).to_html()
     assert "td.col1 {\n  text-align: left;" in html                 # the sentences
     assert "td.col0" not in html and "td.col2" not in html           # numbers and short labels: the table's right
+
+
+def test_a_listing_is_the_source_the_book_runs(monkeypatch):
+    import inspect
+
+    from helpers import forward
+    from helpers.training import loop
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda markdown: shown.append(markdown.data))
+    plotting.listing(loop._Run.step)
+    text = shown[0]
+    assert text.startswith("`helpers.training.loop._Run.step`")
+    body = text.split("```python\n", 1)[1].removesuffix("\n```")
+    assert body.splitlines()[0] == "def step(self, step: int) -> None:"          # dedented out of the class
+    assert [line.strip() for line in body.splitlines()] == [
+        line.strip() for line in inspect.getsource(loop._Run.step).rstrip().splitlines()]
+    plotting.listing(forward._attention)
+    assert "scaled_dot_product_attention" in shown[1]
+    with pytest.raises(ArgumentError, match="a function or method of helpers"):
+        plotting.listing(math.sqrt)
