@@ -176,7 +176,7 @@ def _where(verdict: Verdict) -> str:
     ev = verdict.evidence
     pairs = [(a, b) for a, b in zip(ev.get("standard", []), ev.get("scaled", [])) if a == a and b == b]
     if not pairs:
-        return "not compared (a cell misses its quality bar)"
+        return "not compared, since a cell misses its quality bar,"
     counts = {"narrower": sum(b < a for a, b in pairs), "the same": sum(b == a for a, b in pairs),
               "wider": sum(b > a for a, b in pairs)}
     parts = [f"{word} at {k} of {len(pairs)} n" if i == 0 else f"{word} at {k}"
@@ -198,9 +198,12 @@ def conclusion(verdicts: dict) -> str:
     if failed:
         parts.append(f"it fails for {join(failed)}: the scalable softmax does not make the head narrower")
     if open_:
-        where = join([f"{t}'s smallest width with the scalable softmax is {_where(verdicts[t])}" for t in open_])
-        parts.append(f"for {join(open_)} the data cannot decide ({where}; a seed left out, a grid step or a missed "
-                     "quality bar changes the answer)")
+        groups: dict = {}   # tasks that compare the same way are named together, so no clause is said twice
+        for t in open_:
+            groups.setdefault(_where(verdicts[t]), []).append(t)
+        where = join([f"{w} for {join(ts)}" for w, ts in groups.items()])
+        parts.append(f"for {join(open_)} the data cannot decide (the smallest width with the scalable softmax is "
+                     f"{where}; a seed left out, a grid step or a missed quality bar changes the answer)")
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
 

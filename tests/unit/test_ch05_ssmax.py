@@ -73,8 +73,13 @@ def test_one_grid_step_never_decides():
     assert flips == ["the width at n = 64 (without the scalable softmax) moved from 8 to 6",
                      "the width at n = 64 (with the scalable softmax) moved from 6 to 8"]
     assert ssmax.conclusion({"copy": v}) == (
-        "For copy the data cannot decide (copy's smallest width with the scalable softmax is narrower at 2 of 2 n; "
-        "a seed left out, a grid step or a missed quality bar changes the answer).")
+        "For copy the data cannot decide (the smallest width with the scalable softmax is narrower at 2 of 2 n for "
+        "copy; a seed left out, a grid step or a missed quality bar changes the answer).")
+    missed = verdict({64: curve(8)}, {64: {1: 0.5, 16: 0.8}})
+    assert ssmax.conclusion({"copy": missed, "reversal": missed}) == (
+        "For copy and reversal the data cannot decide (the smallest width with the scalable softmax is not compared, "
+        "since a cell misses its quality bar, for copy and reversal; a seed left out, a grid step or a missed quality "
+        "bar changes the answer).")
 
 
 def test_a_seed_that_carries_the_difference_makes_it_untestable():
