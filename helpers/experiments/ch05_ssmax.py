@@ -153,9 +153,8 @@ def comparison_table(standard_cells: pd.DataFrame, scaled_cells: pd.DataFrame, s
     return pd.DataFrame(rows)
 
 
-def comparison_view(table: pd.DataFrame, s: float, verdicts: dict | None = None) -> pd.DataFrame:
-    """Table 5.7: the comparison per (task, n), for the page; with `verdicts` ({task: Verdict}), each task's verdict
-    sentence on its first row."""
+def comparison_view(table: pd.DataFrame, s: float) -> pd.DataFrame:
+    """Table 5.8: the comparison per (task, n), for the page."""
     if table.empty:
         return pd.DataFrame({"scalable softmax": ["not run (SSMAX_N_VALUES is empty)"]}) \
             .set_index("scalable softmax").rename_axis(index=None)
@@ -165,10 +164,16 @@ def comparison_view(table: pd.DataFrame, s: float, verdicts: dict | None = None)
              "95 % intervals (standard; scaled)": f"{r.standard_interval}; {r.scaled_interval}",
              "L at the smallest width (standard; scaled)": f"{number(r.standard_L, 3)}; {number(r.scaled_L, 3)}",
              "L at the largest width (standard; scaled)": f"{number(r.standard_L_top, 3)}; {number(r.scaled_L_top, 3)}",
-             "meeting the bar at the largest width (standard; scaled)": f"{r.standard_passing}; {r.scaled_passing}",
-             "verdict": (verdicts[r.task].sentence if verdicts and r.task in verdicts and first else "")}
-            for r, first in zip(table.itertuples(), ~table.task.duplicated())]
+             "meeting the bar at the largest width (standard; scaled)": f"{r.standard_passing}; {r.scaled_passing}"}
+            for r in table.itertuples()]
     return pd.DataFrame(rows).set_index(["task", "n"]).rename_axis(index=[None, None])
+
+
+def verdicts_view(verdicts: dict) -> pd.DataFrame:
+    """Table 5.9: each task's verdict on the prediction ({task: Verdict}), one row per task."""
+    if not verdicts:
+        return pd.DataFrame({"verdict": ["no task was compared"]}).set_index("verdict").rename_axis(index=None)
+    return pd.DataFrame({"verdict": [v.sentence for v in verdicts.values()]}, index=list(verdicts))
 
 
 def _where(verdict: Verdict) -> str:

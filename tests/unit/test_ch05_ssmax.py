@@ -116,9 +116,10 @@ def test_comparison_table_pairs_the_arms_with_their_logit_scales():
     row = table.iloc[0]
     assert (row.standard_d_star, row.scaled_d_star) == (8, 3)
     assert (row.standard_L, row.standard_L_top, row.scaled_L, row.scaled_L_top) == (12.0, 40.0, 20.0, 50.0)
-    assert ssmax.comparison_view(table, 1.0).shape == (1, 7)
+    assert ssmax.comparison_view(table, 1.0).shape == (1, 6)
     v = ssmax.ssmax_verdict("copy", models(curves={64: curve(8)}), models(curves={64: curve(3)}), cells_of, GRID)
-    assert ssmax.comparison_view(table, 1.0, {"copy": v}).verdict.iloc[0] == v.sentence
+    assert ssmax.verdicts_view({"copy": v}).loc["copy", "verdict"] == v.sentence
+    assert ssmax.verdicts_view({}).index[0] == "no task was compared"
     assert "a logit scale 1.67 times that of" in ssmax.scale_sentence(table)   # 20 / 12, the seed medians
     assert "not run" in ssmax.comparison_view(pd.DataFrame(), 1.0).index[0]
 
