@@ -32,6 +32,8 @@ FORMS = ("log", "log2", "sqrt", "linear", "power")
 CLASS_FORMS = ("log", "log2", "sqrt", "linear")   # the forms that decide the growth class
 FORM_LABELS = {"log": "a + b ln n", "log2": "a + b (ln n)^2", "sqrt": "c sqrt(n)", "linear": "c n",
                "power": "c n^alpha"}
+# the same forms in plain text for glued sentences and tables (no ASCII maths on the page)
+FORM_WORDS = {"log": "a + b·ln n", "log2": "a + b·(ln n)²", "sqrt": "c·√n", "linear": "c·n", "power": "c·nᵅ"}
 LOG_FORMS = ("log", "log2")
 POWER_MAX = 2.0    # the power law's exponent is searched in [0, POWER_MAX]
 LOSSES = ("squared", "log")   # mean squared error in y, or of log(y / fit): a relative error, for knees spanning decades

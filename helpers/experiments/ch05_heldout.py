@@ -32,9 +32,9 @@ OUTCOME_WORDS = {"log": "only the logarithmic forms predicting the largest n",
                  "power": "only the power forms predicting the largest n"}
 RULE = ("per task with at least 4 usable n: each growth-class form (a + b ln n, a + b (ln n)^2, c sqrt(n), c n) "
         "fitted by least squares to the smallest widths at every usable n but the largest, to the point estimates, "
-        "the lower ends of their brackets and each bootstrap replicate over models; a form predicts the largest n when the 95 % interval of its "
-        "prediction, rounded up to whole dimensions, meets the measured 95 % interval there; 'log' when only "
-        "logarithmic forms predict it, 'power' when only power forms do, else untestable")
+        "the lower ends of their brackets and each bootstrap replicate over models; a form predicts the largest n "
+        "when the 95 % interval of its prediction, rounded up to whole dimensions, meets the measured 95 % interval "
+        "there; 'log' when only logarithmic forms predict it, 'power' when only power forms do, else untestable")
 
 
 def predictions(form: str, n_train, ys: np.ndarray, n_test: float) -> np.ndarray:
@@ -99,8 +99,8 @@ def sentence(task: str, table: pd.DataFrame) -> str:
                 "usable n")
     first = table.iloc[0]
     fitted = join([str(n) for n in first.fitted_n])
-    good = [scaling_words(f) for f in table[table.predicts].form]
-    bad = [scaling_words(f) for f in table[~table.predicts].form]
+    good = [scaling.FORM_WORDS[f] for f in table[table.predicts].form]
+    bad = [scaling.FORM_WORDS[f] for f in table[~table.predicts].form]
     measured = f"{number(first.d_star)} (95 % interval {span_short(first.measured_low, first.measured_high)})"
     found = (f"{join(good)} {'predicts' if len(good) == 1 else 'predict'} it" if good else "no form predicts it")
     if good and bad:
@@ -113,15 +113,10 @@ def sentence(task: str, table: pd.DataFrame) -> str:
     return f"for {task}, fitted to n = {fitted} and measured {measured} at n = {first.n}, {found}{tail}"
 
 
-def scaling_words(form: str) -> str:
-    """The form in plain text (no maths on a glued line)."""
-    return {"log": "a + b·ln n", "log2": "a + b·(ln n)²", "sqrt": "c·√n", "linear": "c·n"}[form]
-
-
 def heldout_view(tables: dict) -> pd.DataFrame:
     """Table 5.4: per task and form, the prediction at the largest n with its interval, the measured width, and
     whether the form predicts it."""
-    rows = [{"task": r.task, "form": scaling_words(r.form).replace(" ", "\u00a0"),
+    rows = [{"task": r.task, "form": scaling.FORM_WORDS[r.form].replace(" ", "\u00a0"),
              "fitted to n": ", ".join(map(str, r.fitted_n)), "held-out n": r.n,
              "predicted d_qk (95 % interval)":
                  f"{number(r.predicted, 2)} ({span_short(r.predicted_low, r.predicted_high, 2)})",
@@ -152,8 +147,8 @@ def summary(tables: dict) -> str:
     held = (f"at n = {next(iter(ns.values()))}" if len(set(ns.values())) == 1 else
             f"({join([f'n = {n} for {task}' for task, n in ns.items()])})")
     parts = [f"Held out {held}, the largest n is predicted for every task by "
-             f"{join([scaling_words(f) for f in always]) or 'no single form'}"]
-    missed = [f"{scaling_words(f)} misses it for {join(tasks)}" for f, tasks in out.items() if tasks]
+             f"{join([scaling.FORM_WORDS[f] for f in always]) or 'no single form'}"]
+    missed = [f"{scaling.FORM_WORDS[f]} misses it for {join(tasks)}" for f, tasks in out.items() if tasks]
     if missed:
         parts.append(join(missed, separator="; "))
     return "; ".join(parts) + "."

@@ -144,8 +144,7 @@ def comparison_table(standard_cells: pd.DataFrame, scaled_cells: pd.DataFrame, s
                 row[f"{arm}_usable"] = bool(cell.usable)
                 row[f"{arm}_d_star"] = float(cell.d_star) if cell.usable else math.nan
                 row[f"{arm}_width"] = _width(cells, task, n)
-                row[f"{arm}_interval"] = (f"{number(cell.d_star_low)} to {number(cell.d_star_high)}" if cell.usable
-                                          else "–")
+                row[f"{arm}_interval"] = span_short(cell.d_star_low, cell.d_star_high) if cell.usable else "–"
                 row[f"{arm}_passing"] = f"{int(cell.top_passing)} of {int(cell.top_models)}"
                 row[f"{arm}_L"] = _median_L(laws, task, n, cell.d_star) if cell.usable else math.nan
                 row[f"{arm}_L_top"] = _median_L(laws, task, n, cell.top_d_qk)

@@ -241,8 +241,7 @@ LITERATURE = {
     "full": "the full-rank head (d_qk = d_model) at every n, as Amsel et al. (2024) find for nearest-neighbour-like "
             "targets",
 }
-# The forms in plain text for glued sentences and tables (no ASCII maths on the page).
-FORM_WORDS = {"log": "a + b·ln n", "log2": "a + b·(ln n)²", "sqrt": "c·√n", "linear": "c·n", "power": "c·nᵅ"}
+FORM_WORDS = scaling.FORM_WORDS   # the notebook's figure labels read them here
 VERDICT_RULE = (f"the smallest trained d_qk making {100 * LEVEL:g} % of the rise of the seed-mean accuracy from the "
                 "smallest to the largest width (every model counted), over the n whose cell meets the quality bar, "
                 "fitted against the forms of helpers.scaling with bootstrap intervals over models; at least "
@@ -702,9 +701,11 @@ def fresh_seed_summary(table: pd.DataFrame) -> str:
             f"{count_of(int(tops.meets_bar.sum()), int(tops.models.sum()), 'fresh model')} meet the bar")
 
 
-def judge_ssmax(result: ChapterResult, P, frame: pd.DataFrame, scaled: pd.DataFrame | None, replicates: int) -> None:
-    """The scalable-softmax comparison (`ch05_ssmax`): its table, a verdict per task (ch5_ssmax_<task>) and the
-    numbers its section quotes (also when `scaled` is None: nothing was compared)."""
+def judge_ssmax(result: ChapterResult, P, frame: pd.DataFrame, cells: pd.DataFrame, scaled: pd.DataFrame | None,
+                replicates: int) -> None:
+    """The scalable-softmax comparison (`ch05_ssmax`) against the standard models `frame` and their `cells`: its
+    table, a verdict per task (ch5_ssmax_<task>) and the numbers its section quotes (also when `scaled` is None:
+    nothing was compared)."""
     def cells_of(models, relaxed):   # only d_star is read: two resamples are enough
         return cell_table(add_head_summaries(models), 2, P["SEED"], MIN_SEEDS - int(relaxed))[0]
 
@@ -714,7 +715,7 @@ def judge_ssmax(result: ChapterResult, P, frame: pd.DataFrame, scaled: pd.DataFr
         scaled = add_head_summaries(scaled)
         tasks = sorted(set(scaled.task), key=list(P["TASKS"]).index)
         standard = frame[frame.task.isin(tasks) & frame.n.isin(n_values)]
-        table = ssmax.comparison_table(cell_table(standard, replicates, P["SEED"])[0],
+        table = ssmax.comparison_table(cells[cells.task.isin(tasks) & cells.n.isin(n_values)],
                                        cell_table(scaled, replicates, P["SEED"])[0],
                                        bridge.law_rows(standard), bridge.law_rows(scaled))
         verdicts = {task: result.verdict(f"ch5_ssmax_{task}",
@@ -741,7 +742,8 @@ def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int 
     result.data: models (with head summaries), cells, fits ({task: BootstrapForms or None}), fits_table, above;
     result.frames (recorded): models, cells, fits, verdicts ({task: answer, sentence, ...}), above_ceiling, spec;
     result.verdicts: ch5_<task>_verdict for every task. `fresh`: the rows of `fresh_seed_check`, recorded and quoted
-    when given. `scaled`: the scalable-softmax rows of `phase_diagram` (`split_arms`), judged by `judge_ssmax` when given."""
+    when given. `scaled`: the scalable-softmax rows of `phase_diagram` (`split_arms`), judged by
+    `judge_ssmax` when given."""
     result = result or ChapterResult()
     if fresh is not None:
         table = fresh_seed_table(fresh, frame)
@@ -782,7 +784,7 @@ def judge(P, frame: pd.DataFrame, spec: CellSpec | None = None, replicates: int 
         verdicts={t: {"answer": v.outcome, "sentence": v.sentence, **v.evidence} for t, v in verdicts.items()},
         spec=(spec or cell_spec(P)).__dict__)
     quote_numbers(result, P, frame, cells, verdicts, above)
-    judge_ssmax(result, P, frame, scaled, replicates)
+    judge_ssmax(result, P, frame, cells, scaled, replicates)
     return result.done()
 
 
