@@ -210,14 +210,16 @@ PUBLISHED_METRICS = "book/_metrics"  # pages link each chapter's metrics JSON wi
 
 
 def publish_metrics(root: Path) -> Path:
-    """Put the chapters' metrics JSON where the pages' {download} links find them (`book/_metrics` under `root`);
-    Sphinx then copies every linked file into the HTML build."""
+    """Put the chapters' metrics JSON and figure CSVs where the pages' {download} links find them (`book/_metrics`
+    under `root`); Sphinx then copies every linked file into the HTML build."""
     target = Path(root) / PUBLISHED_METRICS
     source = paths.metrics_dir().resolve()
     if source != target.resolve():
-        target.mkdir(parents=True, exist_ok=True)
+        (target / "figures").mkdir(parents=True, exist_ok=True)
         for path in source.glob("[0-9][0-9]*_*.json"):
             shutil.copy2(path, target / path.name)
+        for path in source.glob("figures/fig-*.csv"):   # each figure's plotted data, linked from its caption
+            shutil.copy2(path, target / "figures" / path.name)
     return target
 
 

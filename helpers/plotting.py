@@ -84,6 +84,14 @@ def figure(ncols: int = 1, nrows: int = 1, height: float | None = None, width: f
     return plt.subplots(nrows, ncols, figsize=(width, row_height * nrows), **subplot_kw)
 
 
+def show(fig, name: str) -> None:
+    """Show `fig` on the page and write the data it plots to the CSV its caption links (`figure_data.save`)."""
+    from . import figure_data
+
+    figure_data.save(fig, name)
+    plt.show()
+
+
 def legend_below(fig, ax=None, ncols: int | None = None, **kwargs):
     """One legend for the whole figure, centred under the panels (off the data), from `ax` (default: the first)."""
     ax = ax if ax is not None else fig.axes[0]

@@ -10,11 +10,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import margin, parameters, scaling, seeding
+from .. import explorer, margin, parameters, scaling, seeding
 from ..english import count_of, join, number
 from ..results import ChapterResult, Verdict
 from . import run_sweep
-from .ch03c_margin_theory_points import code_point, convergence_point, mgf_point, random_code_point
+from .ch03c_margin_theory_points import code_point, convergence_point, mgf_point, prediction_point, random_code_point
 
 DEFAULTS = {  # (quick, full)
     "N_VALUES": ([16, 64, 256], [16 * 2**k for k in range(9)]),
@@ -157,7 +157,19 @@ def analyse(P) -> ChapterResult:
                                                    "(minimum over rows reported too)", "eps": P.EPS}
     _monte_carlo(P, result)
     _codes(P, result)
+    _explorer(P, result)
     return result.done()
+
+
+def _explorer(P, result) -> None:
+    """The explorer's grids: chapter 3b's predictor at every n of the chapter and d_h from 1 to D_MAX, and the
+    random-code width on the explorer's L grid; recorded, so the page's readouts can be checked against them."""
+    predictions = run_sweep("ch3c_predictions", prediction_point,
+                            [{"n": n, "d_max": P.D_MAX, "eps": P.EPS} for n in P.N_VALUES], seeds=[0])
+    codes = explorer.random_code_rows(P.N_VALUES, P.EPS)
+    result.frames["explorer_predictions"] = predictions[["n", "d_head", "fraction", "critical"]]
+    result.frames["explorer_codes"] = codes
+    result.data["explorer"] = explorer.data(predictions, codes, P.EPS)
 
 
 def _monte_carlo(P, result) -> None:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .. import code_search, margin, seeding
+from .. import code_search, margin, seeding, theory
 
 
 def _unit(gen: np.random.Generator, shape) -> np.ndarray:
@@ -63,3 +63,12 @@ def convergence_point(n: int, L: float, eps: float, pattern: str, k: int, steps:
     if d < 1:
         return {"mass": 0.0}
     return {"mass": code_search.optimise_code(n, d, L, pattern, k, steps, seed).mean_mass}
+
+
+def prediction_point(n: int, d_max: int, eps: float, seed: int) -> list[dict]:
+    """Chapter 3b's random-key predictor at one n (Gaussian queries and keys), for the explorer: the predicted
+    hardmax rank / n at every d_h from 1 to `d_max`, each row with the critical d_h (the smallest whose prediction
+    is within `eps` of the plateau). Deterministic: `seed` is the sweep engine's and not used."""
+    critical = theory.critical_head_dim(n, eps)
+    return [{"d_head": d, "fraction": theory.predicted_rank_fraction(n, d), "critical": critical}
+            for d in range(1, d_max + 1)]

@@ -87,3 +87,57 @@ def test_introduction_states_each_finding_as_the_ledger_decided_it(open_page, bu
         assert any(status.startswith(v) for v in ledger.STATUS_VERBS.values()), (finding.key, status[:60])
         if finding.key in by_key:   # the metrics of the build that made this page
             assert status.startswith(ledger.STATUS_VERBS[by_key[finding.key]["status"]]), finding.key
+
+
+def test_explorer_moves_offline_and_shows_the_recorded_values(open_page, built_book):
+    """Chapter 3c's explorer with every request outside the machine blocked: moving the n slider with the keyboard
+    redraws the curve, and every readout at that grid point equals the chapter's recorded value to 3 digits."""
+    import json
+    import re
+
+    blocked = []
+
+    def listen(page):
+        def route(r):
+            url = urlparse(r.request.url)
+            if url.scheme in ("http", "https", "ws", "wss") and url.hostname not in ("127.0.0.1", "localhost"):
+                blocked.append(r.request.url)
+                return r.abort()
+            return r.continue_()
+        page.route("**/*", route)
+
+    metrics = json.loads((built_book.parent.parent / "book" / "_metrics" / "03c_margin_theory.json").read_text())
+    predictions, codes = metrics["values"]["explorer_predictions"], metrics["values"]["explorer_codes"]
+    page = open_page("book/03c_margin_theory", listen)
+    curve = page.locator("#rank-explorer-curve")
+    slider = page.locator("#rank-explorer-n")
+    before = curve.get_attribute("d")
+    n_before = int(page.locator("#rank-explorer-n-value").inner_text())
+    slider.focus()
+    page.keyboard.press("ArrowRight" if int(slider.get_attribute("value")) < int(slider.get_attribute("max"))
+                        else "ArrowLeft")
+    n = int(page.locator("#rank-explorer-n-value").inner_text())
+    d = int(page.locator("#rank-explorer-d-value").inner_text())
+    L = float(page.locator("#rank-explorer-L-value").inner_text())
+    assert n != n_before and curve.get_attribute("d") != before, "moving n did not redraw the curve"
+
+    def numbers(selector):
+        return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", page.locator(selector).inner_text())]
+
+    def three_digits(x):
+        return float(f"{x:.3g}")
+
+    row = next(r for r in predictions if r["n"] == n and r["d_head"] == d)
+    shown = numbers("#rank-explorer-rank")          # n, d_h, rank / n, rank, n, plateau
+    assert shown[2] == three_digits(row["fraction"]) and shown[3] == three_digits(row["fraction"] * n)
+    assert shown[5] == three_digits(1 - (1 - 1 / n) ** n)
+    width = re.search(r"at dₕ = (\d+)", page.locator("#rank-explorer-width").inner_text())
+    assert width and int(width.group(1)) == row["critical"]
+    code = next(r for r in codes if r["n"] == n and r["L"] == L)
+    text = page.locator("#rank-explorer-code").inner_text()
+    if code["d_rand"] is None:
+        assert "no dimension" in text
+    else:
+        assert numbers("#rank-explorer-code")[-1] == three_digits(code["d_rand"])
+    page.close()
+    assert not blocked, f"the explorer page asked the network for: {blocked}"

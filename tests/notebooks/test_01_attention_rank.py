@@ -1,8 +1,11 @@
 """Chapter 1's recorded numbers against their closed forms."""
 
+import math
+
 import pytest
 
-from helpers import theory
+import figure_checks
+from helpers import plotting, theory
 
 pytestmark = pytest.mark.notebooks
 
@@ -58,3 +61,20 @@ def test_near_uniform_attention_counts_at_most_d_h_plus_one_directions(metrics):
     assert all(row["min"] == row["ceiling"] for d, row in table.items() if d <= 4)
     assert 120 < values["ch1_dstar"] < 500, "s within a factor sqrt(2) of 1 / d_model"
     assert values["ch1_dh_rule"]["outcome"] in {"about", "about for small d_h"}
+
+
+def test_tolerance_figure_plots_the_recorded_sweep(quick_book, metrics):
+    """Figure 1.3's CSV: each curve is the recorded mean rank / n per logit scale of its measure, the red line the
+    recorded hardmax fraction, and the grey line 1 - 1/e."""
+    frame = figure_checks.load(quick_book, "fig-ch1-tolerance")
+    drawn = figure_checks.series(frame, "line")
+    sweep = metrics["values"]["tolerance_sweep"]
+    measures = dict.fromkeys(row["measure"] for row in sweep)
+    assert len(drawn) == len(measures)
+    for measure in measures:
+        rows = [(r["scale"], r["rank_over_n"]) for r in sweep if r["measure"] == measure]
+        figure_checks.assert_points(drawn[plotting.measure_text(measure, powers=True)], rows, measure)
+    lines = figure_checks.series(frame, "hline")
+    assert lines["hardmax rank (any scale)"][0, 1] == pytest.approx(metrics["values"]["ch1_hardmax_fraction"],
+                                                                      rel=figure_checks.CSV_RTOL)
+    assert lines["$1 - 1/e$"][0, 1] == pytest.approx(1 - math.exp(-1), rel=figure_checks.CSV_RTOL)

@@ -4,7 +4,9 @@ import math
 
 import pytest
 
+import figure_checks
 from helpers import theory
+from helpers.experiments import ch02_low_rank_barrier as chapter
 
 pytestmark = pytest.mark.notebooks
 
@@ -57,3 +59,18 @@ def test_long_keys_win_more_and_concentration_band_covers(metrics):
 
 def test_derivation_checked_by_enumeration(metrics):
     assert metrics["values"]["enumeration_difference_n3"] == "0"
+
+
+def test_barrier_figure_plots_the_recorded_means_and_the_closed_form_bound(quick_book, metrics):
+    """Figure 2.1's CSV: in each panel the bound curve is 1 - (1 - 1/n)^n at every plotted n (computed here by
+    hand), and each d_h curve is the recorded mean hardmax rank / n of its attention model."""
+    frame = figure_checks.load(quick_book, "fig-barrier")
+    summary = metrics["values"]["summary"]
+    for model, title in chapter.ATTENTION_MODELS:
+        bound = figure_checks.series(frame, "line", panel=title)[r"bound $B(n)/n$"]
+        figure_checks.assert_points(bound[:, 1], [1 - (1 - 1 / n) ** n for n in bound[:, 0]], f"{title}: bound")
+        d_heads = sorted({r["d_head"] for r in summary if r["model"] == model})
+        curves = figure_checks.series(frame, "line", panel=title)
+        for d in d_heads:
+            rows = sorted((r["n"], r["rank_over_n"]) for r in summary if r["model"] == model and r["d_head"] == d)
+            figure_checks.assert_points(curves[f"$d_h$ = {d}"], rows, f"{title}, d_h = {d}")

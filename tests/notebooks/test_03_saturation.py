@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+import figure_checks
 from helpers import scaling, theory
 from helpers.experiments import ch03_saturation as chapter
 
@@ -87,3 +88,15 @@ def test_verdict_and_mechanism_numbers_are_glued(metrics):
         assert verdict["outcome"] == "untestable" and "a verdict needs 4" in verdict["sentence"]
     assert v["ch3_hull_bound_ok"]["outcome"] == "holds"
     assert v["ch3_loose_vs_hull"] > 1.5, "the knee is well above what the hull mechanism needs"
+
+
+def test_knee_figure_plots_the_recorded_knees(quick_book, metrics):
+    """Figure 3.3's CSV: each panel's markers are the recorded knees of each series, by n (missing knees as gaps)."""
+    frame = figure_checks.load(quick_book, "fig-ch3-knees")
+    knees = metrics["values"]["knees"]
+    for definition in ("loose", "tight"):
+        drawn = figure_checks.series(frame, "points", panel=f"{definition} knee")
+        for name in chapter.SERIES:
+            rows = sorted((r["n"], math.nan if r["knee"] is None else r["knee"]) for r in knees
+                          if r["definition"] == definition and r["series"] == name)
+            figure_checks.assert_points(drawn[name.replace("gaussian", "Gaussian")], rows, f"{definition}, {name}")

@@ -2,6 +2,7 @@
 
 import pytest
 
+import figure_checks
 from helpers import theory
 
 pytestmark = pytest.mark.notebooks
@@ -44,3 +45,15 @@ def test_critical_dh_grows_with_n_for_gaussian_keys_and_not_for_sphere_keys(metr
         values = [c["d_star"] for c in sphere if c["eps"] == eps]
         assert max(values) - min(values) <= 1
     assert metrics["values"]["sphere_knees"], "the sphere-key knees are recorded"
+
+
+def test_critical_figure_plots_the_recorded_critical_widths(quick_book, metrics):
+    """Figure 3b.5's CSV: the curve of each ε in each panel is the recorded critical d_h by n, for Gaussian keys
+    (left) and sphere keys (right)."""
+    frame = figure_checks.load(quick_book, "fig-3b-critical")
+    values = metrics["values"]
+    for panel, key in (("Gaussian keys", "critical_dh"), ("sphere keys", "sphere_critical_dh")):
+        drawn = figure_checks.series(frame, "line", panel=panel)
+        for eps in dict.fromkeys(r["eps"] for r in values[key]):
+            rows = [(r["n"], r["d_star"]) for r in values[key] if r["eps"] == eps]
+            figure_checks.assert_points(drawn[f"ε = {100 * eps:g} %"], rows, f"{panel}, ε = {eps}")

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+import figure_checks
 from helpers import margin
 
 pytestmark = pytest.mark.notebooks
@@ -54,3 +55,19 @@ def test_growth_verdict_at_a_log_scale_needs_four_n(metrics):
         assert verdict["outcome"] == "untestable" and "a verdict needs 4" in verdict["sentence"]
     else:
         assert verdict["outcome"] in {"log", "faster", "untestable"}
+
+
+def test_log_figure_plots_the_recorded_widths_and_the_closed_form_slope(quick_book, metrics):
+    """Figure 3c.3's CSV: the markers are the seed means of the recorded optimised widths at L = c ln n, against
+    ln n, and the dashed line is c² ln n / (2 (c - 1)) computed here from the run's c."""
+    frame = figure_checks.load(quick_book, "fig-3c-log")
+    codes = [r for r in metrics["values"]["codes"] if r["series"] == "L = c ln n"]
+    by_n = {}
+    for r in codes:
+        by_n.setdefault(r["n"], []).append(r["d_star"])
+    means = [(math.log(n), sum(d) / len(d)) for n, d in sorted(by_n.items())]
+    figure_checks.assert_points(figure_checks.series(frame, "points")["optimised"], means, "optimised widths")
+    c = metrics["params"]["LOG_C"]
+    line = figure_checks.series(frame, "line")["c² ln n / (2 (c - 1))"]
+    figure_checks.assert_points(line[:, 1], c**2 / (2 * (c - 1)) * line[:, 0], "closed-form line")
+    assert sorted(math.exp(x) for x in line[:, 0]) == pytest.approx(sorted(by_n), rel=1e-9)

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from helpers import theory
+import figure_checks
+from helpers import plotting, theory
 from helpers.experiments import ch04_random_attention as ri
 
 NUM3 = ri.NUM3
@@ -135,3 +136,21 @@ def test_verdicts_are_recorded_with_their_rule_and_evidence(metrics):
     assert v["ch4_sat_edges"]["evidence"]["curves"] == len(v["saturation_d_head"])
     statuses = {row["status"] for row in v["saturation_d_head"]}
     assert statuses <= {"inside", "at_first"}
+
+
+def test_small_width_figure_plots_the_recorded_mean_ranks(quick_book, metrics, curves):
+    """Figure 4.3's CSV: per scale, each curve is the recorded mean rank by d_h <= 16 of the reference inputs at the
+    largest n (hardmax rank of hardmax attention, which no scale changes and the chapter records once, at "unit";
+    the other measures of softmax attention at the panel's scale)."""
+    frame = figure_checks.load(quick_book, "fig-ch4-small")
+    inputs = ri.reference_input(metrics["params"]["INPUTS"])
+    n = max(metrics["params"]["N_VALUES"])
+    for scale in ri.SCALES:
+        drawn = figure_checks.series(frame, "line", panel=f"scale {scale}")
+        for measure in ("hardmax", NUM3, "effective"):
+            hard = measure == "hardmax"
+            rows = pick(curves, inputs=inputs, n=n, scale="unit" if hard else scale, measure=measure,
+                        attention="hardmax" if hard else "softmax")
+            expected = sorted((r["d_head"], r["mean"]) for r in rows if r["d_head"] <= 16)
+            points = drawn[plotting.measure_text(measure, powers=True)]
+            figure_checks.assert_points(points[points[:, 0].argsort()], expected, f"{scale}, {measure}")

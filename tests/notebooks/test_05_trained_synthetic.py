@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 
+import figure_checks
+
 NOTEBOOK = "05_trained_synthetic"
 LEVEL = 0.95
 CEILING = 1 - 1 / math.e
@@ -238,3 +240,18 @@ def test_the_scalable_softmax_comparison_matches_the_model_rows(metrics, values)
         expected = "narrower" if all(narrower) else "not_narrower" if not any(narrower) else "untestable"
         flipped = verdict["evidence"].get("robustness", {}).get("flips")
         assert verdict["outcome"] == ("untestable" if flipped else expected)
+
+
+def test_phase_figure_plots_the_seed_mean_accuracy_of_every_trained_cell(quick_book, metrics, values):
+    """Figure 5.1's CSV: in each task's accuracy panel, the cell at (n, d_qk) is the mean test accuracy of the
+    recorded models of that width (empty where none was trained)."""
+    frame = figure_checks.load(quick_book, "fig-ch5-phase")
+    n_values, grid = metrics["params"]["N_VALUES"], metrics["resolved"]["D_QK"]
+    for task in metrics["params"]["TASKS"]:
+        cells = figure_checks.cell_grid(frame, panel=f"{task}: accuracy")
+        assert len(cells) == len(n_values) * len(grid)
+        for i, n in enumerate(n_values):
+            for j, d in enumerate(grid):
+                accs = [r["test_accuracy"] for r in values["models"] if (r["task"], r["n"], r["d_qk"]) == (task, n, d)]
+                expected = sum(accs) / len(accs) if accs else math.nan
+                figure_checks.assert_points([cells[(i, j)]], [expected], f"{task}, n = {n}, d_qk = {d}")

@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pytest
 
+import figure_checks
+
 pytestmark = pytest.mark.notebooks
 
 BARS = {"shakespeare": ("bits_per_token", "<=", 2.8), "bbc": ("bits_per_token", "<=", 2.8),
@@ -132,3 +134,30 @@ def test_the_headline_counts_agree_with_the_verdicts(metrics):
     else:
         for key, words in (("ch6_together_hardmax", "hardmax rank"), ("ch6_together_numerical", "numerical rank")):
             assert f"{settings - values[key]['evidence']['untestable']} by the {words}" in headline
+
+
+def test_rank_figure_plots_the_seed_means_and_sds_of_the_valid_models(quick_book, metrics):
+    """Figure 6.2's CSV: per domain and rank measure, each n's curve is the mean over the valid models' rank / n by
+    d_qk, recomputed here, and its error bar spans the seeds' sample SD on each side."""
+    frame = figure_checks.load(quick_book, "fig-ch6-rank")
+    models = [r for r in metrics["values"]["models"] if r["valid"]]
+    rows = {"hardmax rank / n": "hardmax_over_n", "numerical rank / n (rtol 10⁻³)": "numerical@1e-03_over_n"}
+    checked = 0
+    for domain in sorted(set(frame.panel)):
+        for y_label, column in rows.items():
+            curves = figure_checks.series(frame, "line", panel=domain, y_label=y_label)
+            for label, points in curves.items():
+                n = int(label.removeprefix("n = "))
+                by_d = {}
+                for r in _setting(models, domain, n):
+                    by_d.setdefault(r["d_head"], []).append(r[column])
+                means = [(d, float(np.mean(v))) for d, v in sorted(by_d.items())]
+                figure_checks.assert_points(points, means, f"{domain}, n = {n}, {column}")
+                seg = frame[(frame.kind == "segment") & (frame.panel == domain) & (frame.y_label == y_label)
+                            & (frame.series == label)]
+                sds = [float(np.std(v, ddof=1)) for _, v in sorted(by_d.items())]
+                # both ends are ranks / n at most 1.05, each kept to 10 significant digits in the CSV
+                np.testing.assert_allclose(seg.y_end - seg.y, 2 * np.array(sds), rtol=0,
+                                           atol=2 * 1.05 * figure_checks.CSV_RTOL)
+                checked += 1
+    assert checked >= 2 * len(set(frame.panel)) > 0, "a panel without a curve"

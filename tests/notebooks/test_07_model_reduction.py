@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pytest
 
+import figure_checks
+
 pytestmark = pytest.mark.notebooks
 
 
@@ -133,3 +135,17 @@ def test_minilm_fine_tuning_is_recorded_with_its_budget(metrics):
         if int(r["r"]) in comp:   # the truncated float32 copy starts where the float64 truncation is
             assert r["cosine_before"] == pytest.approx(comp[int(r["r"])], abs=1e-4)
         assert -1 <= r["cosine_after"] <= 1 and r["cosine_after"] != r["cosine_before"], "the fine-tuning ran"
+
+
+def test_minilm_figure_plots_the_recorded_cosines(quick_book, metrics):
+    """Figure 7.3's CSV: the mean and the worst snippet's cosine by kept rank r are the recorded ones, and the
+    error bars span the recorded SD on each side."""
+    frame = figure_checks.load(quick_book, "fig-ch7-minilm")
+    rows = metrics["values"]["minilm_compression"]
+    drawn = figure_checks.series(frame, "line")
+    figure_checks.assert_points(drawn["mean over snippets"], [(r["r"], r["cosine_mean"]) for r in rows], "mean")
+    figure_checks.assert_points(drawn["worst snippet"], [(r["r"], r["cosine_min"]) for r in rows], "worst")
+    bars = frame[(frame.kind == "segment") & (frame.series == "mean over snippets")]
+    # both ends are cosines of at most 1 in size, each kept to 10 significant digits in the CSV
+    np.testing.assert_allclose(bars.y_end - bars.y, [2 * r["cosine_sd"] for r in rows], rtol=0,
+                               atol=2 * figure_checks.CSV_RTOL)

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+import figure_checks
 from helpers import theory
 
 pytestmark = pytest.mark.notebooks
@@ -118,3 +119,21 @@ def test_trained_heads_break_the_barrier_more_often_than_initial_heads(metrics):
     reversal = [h for h in heads if h["task"] == "reversal" and h["stage"] == "trained"]
     assert reversal and reversal[0]["test_accuracy"] > 0.9
     assert max(h["rank_hardmax"] / h["length"] for h in reversal) > 1 - 1 / math.e
+
+
+def test_trained_figure_plots_each_head_before_and_after_training(quick_book, metrics):
+    """Figure 8.4's CSV: one marker per recorded head of each task at (hardmax rank / n at initialisation, after
+    training), and the barrier line at 1 - (1 - 1/n)^n computed here."""
+    frame = figure_checks.load(quick_book, "fig-ch8-trained")
+    heads = metrics["values"]["trained_heads"]
+    drawn = figure_checks.series(frame, "points")
+    for task in dict.fromkeys(r["task"] for r in heads):
+        stages = {}
+        for r in heads:
+            if r["task"] == task:
+                stages.setdefault((r["seed"], r["layer"], r["head"]), {})[r["stage"]] = r["hardmax_over_n"]
+        expected = sorted((s["init"], s["trained"]) for s in stages.values())
+        figure_checks.assert_points(sorted(map(tuple, drawn[task])), expected, task)
+    n = heads[0]["n"]
+    barrier = figure_checks.series(frame, "hline")[r"barrier $1-(1-1/n)^n$"]
+    assert barrier[0, 1] == pytest.approx(1 - (1 - 1 / n) ** n, rel=figure_checks.CSV_RTOL)

@@ -2,7 +2,11 @@
 
 import math
 
+import numpy as np
 import pytest
+
+import figure_checks
+from helpers import plotting, rank
 
 NOTEBOOK = "09_pretrained_model"
 pytestmark = pytest.mark.notebooks
@@ -81,3 +85,26 @@ def test_random_baseline_is_near_uniform_and_below_barrier(metrics):
     v = metrics["values"]
     assert v["ch9_random_hm_max"] < 1 - math.exp(-1)
     assert v["ch9_sr_random_top"] < 1.2, "random-weight attention is close to the rank-one uniform matrix"
+
+
+def test_tolerance_figure_plots_the_recorded_layer_means(quick_book, metrics):
+    """Figure 9.2's CSV: in each measure's panel, layer k's curve is the recorded mean rank / n of the pretrained
+    weights averaged over the corpora, and the random-weights curve that mean averaged over layers too."""
+    frame = figure_checks.load(quick_book, "fig-ch9-tolerances")
+    table = metrics["values"]["per_layer_table"]
+    measures = ["hardmax"] + [rank.label("numerical", t) for t in metrics["params"]["TOLERANCES"]] + ["effective"]
+    for measure in measures:
+        drawn = figure_checks.series(frame, "line", panel=plotting.measure_text(measure, powers=True))
+        means = {}
+        for r in table:
+            if r["measure"] == measure:
+                means.setdefault((r["weights"], r["n"], r["layer"]), []).append(r["mean"])
+        means = {key: sum(v) / len(v) for key, v in means.items()}
+        layers = sorted({layer for (_, _, layer) in means})
+        n_values = sorted({n for (_, n, _) in means})
+        for layer in layers:
+            figure_checks.assert_points(drawn[f"layer {layer}"], [(n, means["pretrained", n, layer]) for n in n_values],
+                                        f"{measure}, layer {layer}")
+        random = [(n, float(np.mean([v for (w, m, _), v in means.items() if (w, m) == ("random", n)])))
+                  for n in n_values]
+        figure_checks.assert_points(drawn["random weights"], random, f"{measure}, random weights")

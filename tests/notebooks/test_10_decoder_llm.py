@@ -5,7 +5,9 @@ import math
 
 import pytest
 
-from helpers import decoder
+import figure_checks
+from helpers import decoder, plotting, rank
+from helpers.experiments import ch10_decoder_llm as chapter
 
 NOTEBOOK = "10_decoder_llm"
 pytestmark = pytest.mark.notebooks
@@ -71,3 +73,18 @@ def test_ngram_baselines_by_hand():
         assert math.isclose(float(got["unigram"][0, t]), -math.log(p_uni), rel_tol=1e-12)
         assert 0 < float(got["bigram"][0, t]) < 30
     assert float(got["bigram"].mean()) < float(got["unigram"].mean())
+
+
+def test_rank_figure_plots_the_recorded_ranks_and_the_closed_form_reference(quick_book, metrics):
+    """Figure 10.1's CSV: each panel's curves are the recorded mean rank / n of the pretrained and the random
+    weights by n, and the causal reference is (n + 1) / 2n, computed here."""
+    frame = figure_checks.load(quick_book, "fig-ch10-ranks")
+    table = metrics["values"]["rank_table"]
+    for measure in ["hardmax", rank.label("numerical", chapter.HEADLINE_TOL), "energy"]:
+        drawn = figure_checks.series(frame, "line", panel=plotting.measure_text(measure, powers=True))
+        for weights in ("pretrained", "random"):
+            rows = sorted((r["n"], r[measure]) for r in table if r["weights"] == weights)
+            figure_checks.assert_points(drawn[f"{weights} weights"], rows, f"{measure}, {weights}")
+    reference = figure_checks.series(frame, "line", panel="hardmax rank")["causal random reference $(n + 1)/2n$"]
+    figure_checks.assert_points(reference[:, 1], [(n + 1) / (2 * n) for n in reference[:, 0]], "causal reference")
+    assert sorted(reference[:, 0]) == sorted({r["n"] for r in table})

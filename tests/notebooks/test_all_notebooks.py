@@ -5,7 +5,7 @@ import re
 import nbformat
 import pytest
 
-from helpers import book
+from helpers import book, figure_data
 
 NOTEBOOKS = [p.stem for p in book.source_notebooks()]
 
@@ -50,3 +50,35 @@ def test_no_cell_prints_a_stray_value(quick_book, notebook):
             if text and "text/html" not in output.get("data", {}) and BARE_VALUE.match(text.strip()):
                 stray.append((index, text[:60]))
     assert not stray, f"cells showing a bare value: {stray}"
+
+
+FIGURE_LINK = "Plotted data: {{download}}`{name}.csv <_metrics/figures/{name}.csv>`."
+
+
+def figure_cells(nb):
+    return [(c.metadata["mystnb"]["figure"]["name"], c) for c in nb.cells
+            if c.metadata.get("mystnb", {}).get("figure", {}).get("name", "").startswith("fig-")]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_figure_links_the_csv_its_cell_writes(notebook):
+    """Each figure's cell shows it with `plotting.show(fig, <its own name>)`, which writes the CSV, and its caption
+    links that CSV: a renamed figure or a cell that still calls plt.show() is caught here."""
+    nb = nbformat.read(book.paths.NBS_DIR / f"{notebook}.ipynb", as_version=4)
+    for name, cell in figure_cells(nb):
+        assert cell.source.rstrip().endswith(f'plotting.show(fig, "{name}")'), f"{name}: show it with plotting.show"
+        assert "plt.show()" not in cell.source, f"{name}: plt.show() shows a figure without writing its data"
+        assert cell.metadata["mystnb"]["figure"]["caption"].endswith(FIGURE_LINK.format(name=name)), \
+            f"{name}: the caption must end with its data link"
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_figure_of_the_run_has_its_csv(quick_book, notebook):
+    quick_book.metrics(notebook)
+    nb = nbformat.read(book.paths.NBS_DIR / f"{notebook}.ipynb", as_version=4)
+    folder = quick_book.book_dir / "_metrics" / "figures"
+    for name, _ in figure_cells(nb):
+        frame = figure_data.load(name, folder)
+        assert list(frame.columns) == figure_data.COLUMNS
+        assert len(frame) > 0 and frame[["x", "y"]].notna().any(axis=None), f"{name}: no plotted points"
