@@ -26,7 +26,7 @@ book: setup
 # make pdf   the whole book as one PDF (_build/pdf/), printed offline by Debian's Chromium; also copied into the HTML build
 pdf: setup
 	$(BIN)/python -m helpers execute --mode $(MODE)
-	$(BIN)/python -c "from helpers import book; book.pdf()"
+	$(BIN)/python -c "from helpers import printing; printing.print_book()"
 
 test: setup
 	$(BIN)/python -m pytest

@@ -18,6 +18,7 @@ import nbformat
 from . import paths
 from .cache import source_hash
 from .parameters import MODES
+from .printing import PDF_NAME
 
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "_static/*.css", "book/*.md", "book/*.bib", "book/*.svg", "CITATION.cff")
 CITATION_PAGE = Path("book") / "_generated" / "how_to_cite.md"   # included by the intro, written by `build`
@@ -288,115 +289,6 @@ def build(root: Path | None = None, builder: str = "html") -> int:
     if code == 0 and builder == "html":
         print(f"Open {root / '_build' / 'html' / 'book' / 'intro.html'} in a browser.")
     return code
-
-
-PDF_NAME = "attention-rank-book.pdf"
-PAGE_FOOTER = ('<div style="width: 100%; font-size: 8px; text-align: center; color: #555;">'
-               '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
-# The PDF is for reading: code cells (visible or collapsed) and the navigation are left out; outputs stay.
-PRINT_CSS = """
-.cell_input, details.hide.above-input, .bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .bd-footer,
-.prev-next-area, .header-article, .headerlink { display: none !important; }
-figure, .cell_output img, table { break-inside: avoid; }
-"""
-
-
-def pdf(root: Path | None = None) -> Path:
-    """The whole book as one PDF: the single-page HTML build, printed by the system Chromium after MathJax ran.
-
-    Written to `_build/pdf/` and copied into the HTML build (`_build/html/_static/`), where the intro links it.
-    Works offline: MathJax and every figure are files of the build.
-    """
-    root = Path(root or paths.ROOT)
-    if build(root, "html") != 0 or build(root, "singlehtml") != 0:
-        raise RuntimeError("the single-page build failed (see the log above)")
-    # The root document holds the whole book; its links are relative to the build's top folder, so print it from there.
-    single = root / "_build" / "singlehtml"
-    page = single / "whole-book.html"
-    shutil.copy2(single / "book" / "intro.html", page)
-    out = root / "_build" / "pdf" / PDF_NAME
-    out.parent.mkdir(parents=True, exist_ok=True)
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        raise RuntimeError("make pdf needs Chromium: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        tab = browser.new_page()
-        tab.goto(page.as_uri(), wait_until="load")
-        tab.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)", timeout=60000)
-        tab.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
-        tab.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=60000)
-        tab.add_style_tag(content=PRINT_CSS)
-        tab.emulate_media(media="print")
-        headings = tab.evaluate(HEADINGS_JS)
-        tab.pdf(path=str(out), format="A4", print_background=True, display_header_footer=True,   # numbered pages
-                header_template="<span></span>", footer_template=PAGE_FOOTER,
-                margin={"top": "18mm", "bottom": "18mm", "left": "16mm", "right": "16mm"})
-        browser.close()
-    add_bookmarks(out, [(int(level), title, before) for level, title, before in headings])
-    if build(root, "html") != 0:   # again, now that the intro can link the PDF
-        raise RuntimeError("the HTML build after printing failed (see the log above)")
-    html_static = root / "_build" / "html" / "_static"
-    if html_static.exists():
-        shutil.copy2(out, html_static / PDF_NAME)
-    print(f"Wrote {out}")
-    return out
-
-
-# The headings of the printed page, in order, as (level, text). In the single-page build the book's title is the h1,
-# the intro's sections and the chapters are h2, and the chapters' sections h3.
-HEADINGS_JS = """() => Array.from(document.querySelectorAll('main h1, main h2, main h3')).map(h => {
-    const copy = h.cloneNode(true);
-    copy.querySelectorAll('.headerlink').forEach(e => e.remove());   // maths keeps its MathML text
-    const text = copy.textContent.replace(/\\s+/g, ' ').trim();
-    const maths = copy.querySelector('mjx-container');                 // the words before the first formula
-    let before = text;
-    if (maths) { const r = document.createRange(); r.setStart(copy, 0); r.setEndBefore(maths);
-                 before = r.toString().replace(/\\s+/g, ' ').trim(); }
-    return [Number(h.tagName[1]), text, before];
-})"""
-
-
-def _squeezed(text: str) -> str:
-    """Text without whitespace, lower case, ligatures undone ("ﬁ" -> "fi"): a heading matches the page text however
-    its lines wrapped."""
-    import unicodedata
-
-    return "".join(unicodedata.normalize("NFKC", text).split()).lower()
-
-
-def add_bookmarks(path: Path, headings: list[tuple[int, str, str]]) -> int:
-    """Add a bookmark (PDF outline entry) for each heading (level, text, its words before the first formula), nested
-    by level, pointing at the first page from the previous heading's page on whose text it appears; a heading found
-    on no page is left out. Rewrites `path` atomically; returns how many bookmarks were added. (Chromium's own outline
-    runs the words of a wrapped heading together, so the outline is built here from the headings' text.)"""
-    import logging
-
-    from pypdf import PdfReader, PdfWriter
-
-    from .cache import write_atomic
-
-    logging.getLogger("pypdf").setLevel(logging.ERROR)   # Chromium's trailer size is off by a few objects: harmless
-    reader = PdfReader(path)
-    pages = [_squeezed(page.extract_text() or "") for page in reader.pages]
-    writer = PdfWriter(clone_from=reader)
-    parents, start, added, previous = {}, 0, 0, None
-    for level, title, before in headings:
-        key = _squeezed(title)
-        if (level, key) == previous:   # a title printed twice in a row (the page's and its section's) is one mark
-            continue
-        previous = (level, key)
-        # a formula prints in other characters than its MathML text: then the words before it must match
-        probes = [key] + ([_squeezed(before)] if len(_squeezed(before)) >= 6 and before != title else [])
-        page = next((i for probe in probes for i in range(start, len(pages)) if probe in pages[i]), None)
-        if page is None:
-            continue
-        parents[level] = writer.add_outline_item(title, page, parent=parents.get(level - 1))
-        start, added = page, added + 1
-    write_atomic(path, writer.write, mode="wb")
-    return added
 
 
 def stage_sources(destination: Path) -> Path:

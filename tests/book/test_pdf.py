@@ -25,7 +25,8 @@ def pdf(built_book, chromium):
         pytest.skip("poppler-utils is not installed: apt-get install poppler-utils to check the PDF")
     root = built_book.parent.parent  # the book whose HTML build the other checks read
     # In its own process: Playwright's sync API cannot start while the browser fixture's session is running.
-    subprocess.run([sys.executable, "-c", f"from helpers import book; book.pdf({str(root)!r})"], check=True)
+    subprocess.run([sys.executable, "-c", f"from helpers import printing; printing.print_book({str(root)!r})"],
+                   check=True)
     return root / "_build" / "pdf" / book.PDF_NAME
 
 
@@ -107,3 +108,26 @@ def test_pdf_has_a_bookmark_per_chapter_and_numbered_pages(pdf, built_book):
     n = len(reader.pages)
     for i in sorted({0, n // 2, n - 1}):
         assert re.search(rf"(?m)^\s*{i + 1} / {n}\s*$", texts[i]), f"page {i + 1} has no page number"
+
+
+def test_contents_page_lists_every_chapter_at_the_page_it_starts_on(pdf, built_book):
+    """The printed contents (page 2) names every chapter of `_toc.yml` with a page number, and that page starts
+    with the chapter's title."""
+    import yaml
+
+    texts = pages_text(pdf)
+    assert texts[1].strip().startswith("Contents"), "page 2 is not the contents"
+    listed = {}
+    for line in texts[1].splitlines():
+        match = re.fullmatch(r"\s*(.+?)\s{2,}(\d+)\s*", line)
+        if match:
+            listed[match.group(1)] = int(match.group(2))
+    toc = yaml.safe_load((built_book.parent.parent / "_toc.yml").read_text())
+    chapters = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    for entry in chapters:
+        heading = BeautifulSoup((built_book / f"{entry}.html").read_text(), "html.parser").select_one("main h1")
+        title = " ".join(heading.get_text(" ").replace("#", "").split())
+        line = next((t for t in listed if re.fullmatch(r"(\d+\. )?" + re.escape(title), t)), None)
+        assert line, f"{title!r} is not in the contents"
+        page = listed[line]
+        assert _squeezed(texts[page - 1]).startswith(_squeezed(line)), f"{title!r}: page {page} does not start with it"
