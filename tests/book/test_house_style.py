@@ -203,3 +203,37 @@ def test_repeated_runs_finds_a_statement_said_twice():
 def test_no_statement_is_made_twice_on_a_page(built_book, entry):
     runs = repeated_runs(main_prose((built_book / f"{entry}.html").read_text()))
     assert not runs, f"{entry}: {len(runs)} runs of {REPEAT_WORDS} words appear twice, e.g. {runs[0]!r}"
+
+
+def citation_mismatches(pages: dict[str, str]) -> list[str]:
+    """Citations whose text differs from the label of the reference they link to: {page: html} of the build."""
+    soups = {name: BeautifulSoup(html, "html.parser") for name, html in pages.items()}
+    problems = []
+    for name, soup in soups.items():
+        for link in soup.select("span.bibtex-citation a[href]"):
+            target_page, _, anchor = link["href"].partition("#")
+            target = soups.get(target_page.removesuffix(".html") or name)
+            entry = target.find(id=anchor) if target else None
+            label = entry.select_one("span.label") if entry else None
+            cited = " ".join(link.get_text(" ").split()).replace(" ,", ",")
+            label_text = " ".join(label.get_text(" ").split()).strip("[] ") if label else None
+            textual = re.fullmatch(r"\d{4}[a-z]?", cited)   # {cite:t}: "Dong et al. [2021]" links the year
+            if label_text is None or not (label_text == cited or textual and label_text.endswith(f", {cited}")):
+                problems.append(f"{name}: {cited!r} -> {label.get_text() if label else 'no reference'!r}")
+    return problems
+
+
+def test_each_citation_reads_as_the_label_of_its_reference(built_book):
+    """[Vaswani et al., 2017] in the text is [Vaswani et al., 2017] in the references, not [VSP+17]."""
+    pages = {entry.split("/")[-1]: (built_book / f"{entry}.html").read_text() for entry in toc_entries()}
+    problems = citation_mismatches(pages)
+    assert not problems, problems[:5]
+    assert sum(p.count('class="bibtex-citation"') for p in pages.values()) >= 10, "fewer citations than expected"
+
+
+def test_citation_check_finds_a_mismatch():
+    page = ('<main><span class="bibtex-citation">[<a href="#id1">Vaswani <em>et al.</em>, 2017</a>]</span>'
+            '<div class="citation" id="id1"><span class="label">[VSP+17]</span></div></main>')
+    assert citation_mismatches({"intro": page}) == ["intro: 'Vaswani et al., 2017' -> '[VSP+17]'"]
+    good = page.replace("VSP+17", "Vaswani et al., 2017")
+    assert citation_mismatches({"intro": good}) == []
