@@ -241,7 +241,7 @@ def sym_regimes() -> dict:
     """
     import sympy as sp
 
-    n, L, d, eps, c, delta, ell = sp.symbols("n L d epsilon c delta ell", positive=True)
+    n, L, d, eps, c, delta, ell = sp.symbols("n L d varepsilon c delta ell", positive=True)
     condition = sp.Eq((n - 1) * sp.exp(-L) * sp.exp(L ** 2 / (2 * d)), eps / (1 - eps))
     solved = sp.solve(condition, d)[0]
     ell_of_n = sp.log((n - 1) * (1 - eps) / eps)

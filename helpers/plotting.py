@@ -100,11 +100,20 @@ def legend_below(fig, ax=None, ncols: int | None = None, **kwargs):
     return fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False, **kwargs)
 
 
-def attention_heatmap(ax, matrix, label: str = "", vmax: float | None = None, cbar: bool = False):
-    """One attention matrix `(n, n)`: rows are queries, columns are keys."""
+def attention_heatmap(ax, matrix, label: str = "", vmax: float | None = None, cbar: bool = False,
+                      gamma: float = 1.0):
+    """One attention matrix `(n, n)`: rows are queries, columns are keys. `gamma` below 1 colours weight^gamma, so
+    weak attention stays visible beside a few columns that take most of the mass (attention sinks)."""
+    if not isinstance(gamma, (int, float)) or not 0 < gamma <= 1:
+        raise ArgumentError("gamma", gamma, "a number in (0, 1]: 1 colours the weights linearly, 0.5 their square root")
     data = matrix.detach().cpu().numpy() if isinstance(matrix, torch.Tensor) else np.asarray(matrix)
-    sns.heatmap(data, ax=ax, cmap="viridis", vmin=0, vmax=vmax, cbar=cbar, square=True,
-                xticklabels=False, yticklabels=False)
+    if gamma == 1:
+        scale = {"vmin": 0, "vmax": vmax}
+    else:
+        from matplotlib.colors import PowerNorm
+
+        scale = {"norm": PowerNorm(gamma, vmin=0, vmax=float(data.max()) if vmax is None else vmax)}
+    sns.heatmap(data, ax=ax, cmap="viridis", cbar=cbar, square=True, xticklabels=False, yticklabels=False, **scale)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     if label:

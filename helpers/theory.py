@@ -315,7 +315,7 @@ def sym_hull_critical() -> dict:
     """
     import sympy as sp
 
-    n, d, eps = sp.symbols("n d epsilon", positive=True)
+    n, d, eps = sp.symbols("n d varepsilon", positive=True)
     failure = n * sp.exp(-d / 2)
     critical = sp.solve(sp.Eq(failure, eps), d)[0]
     return {"n": n, "d": d, "eps": eps, "failure": failure, "critical": sp.expand_log(critical, force=True),
@@ -328,7 +328,7 @@ def sym_norm_critical() -> dict:
     from sympy.stats import E as expect
     from sympy.stats import Normal
 
-    n, d, eps, t, delta, s, X = sp.symbols("n d epsilon t delta s X", positive=True)
+    n, d, eps, t, delta, s, X = sp.symbols("n d varepsilon t delta s X", positive=True)
     steps = {}
     # 1. relative norm spread of a Gaussian key: |k|^2 has mean d and variance 2d; delta method
     steps["norm_sq_mean"], steps["norm_sq_var"] = d, 2 * d

@@ -77,7 +77,7 @@ def test_sympy_derivations_close():
     assert sp.simplify(mgf["log_mgf_large_d"].coeff(1 / d) - L ** 2 / 2) == 0
     reg = margin.sym_regimes()
     c, delta = sp.symbols("c delta", positive=True)
-    n, eps = sp.symbols("n epsilon", positive=True)
+    n, eps = sp.symbols("n varepsilon", positive=True)
     for values in ({n: 64, L: 12, eps: sp.Rational(1, 10)}, {n: 4096, L: 20, eps: sp.Rational(1, 20)}):
         assert abs(float(reg["solve_gap"].subs(values))) < 1e-12
     assert sp.simplify(reg["log_scale"] - c ** 2 / (2 * (c - 1))) == 0

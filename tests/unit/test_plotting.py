@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from helpers import plotting  # noqa: E402
@@ -106,3 +107,16 @@ def test_a_listing_is_the_source_the_book_runs(monkeypatch):
     assert "scaled_dot_product_attention" in shown[1]
     with pytest.raises(ArgumentError, match="a function or method of helpers"):
         plotting.listing(math.sqrt)
+
+
+def test_heatmap_gamma_colours_the_root_of_the_weights_and_keeps_the_data():
+    weights = np.array([[1.0, 0.0], [0.25, 0.75]])
+    fig, (linear, root) = plotting.figure(ncols=2)
+    plotting.attention_heatmap(linear, weights)
+    plotting.attention_heatmap(root, weights, gamma=0.5)
+    assert linear.collections[0].norm(0.25) == pytest.approx(0.25, abs=1e-12)
+    assert root.collections[0].norm(0.25) == pytest.approx(0.5, abs=1e-12)   # sqrt(0.25 / 1)
+    assert np.asarray(root.collections[0].get_array()).ravel().tolist() == weights.ravel().tolist()
+    for bad in (0, 1.5, "0.5"):
+        with pytest.raises(ArgumentError, match="gamma"):
+            plotting.attention_heatmap(root, weights, gamma=bad)
