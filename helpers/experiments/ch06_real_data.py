@@ -607,8 +607,15 @@ def bars_rule(domains, bars: dict = BARS) -> str:
     for domain in domains:
         by_bar.setdefault(bars[domain], []).append(DOMAIN_WORDS[domain])
     words = {"<=": "at most", ">=": "at least"}
-    return english.join([f"{words[comparison]} {english.number(bar)} {METRIC_WORDS[metric]} on {english.join(names)}"
-                         for (metric, comparison, bar), names in by_bar.items()])
+    return english.join([f"{words[comparison]} {english.number(bar)} {METRIC_WORDS[metric]}{_in_nats(metric, bar)} on "
+                         f"{english.join(names)}" for (metric, comparison, bar), names in by_bar.items()])
+
+
+def _in_nats(metric: str, bar: float) -> str:
+    """A bar in bits restated in nats, the unit of the chapter's losses (1 bit = ln 2 nats); else nothing."""
+    if metric != "bits_per_token":
+        return ""
+    return f" ({english.number(bar * math.log(2))} nats, the unit of the losses below)"
 
 
 def bars_summary(q: pd.DataFrame) -> str:
