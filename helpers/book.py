@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import paths
+from . import figure_data, paths
 from .cache import source_hash
 from .parameters import MODES
 from .printing import PDF_NAME
@@ -216,11 +216,12 @@ def publish_metrics(root: Path) -> Path:
     target = Path(root) / PUBLISHED_METRICS
     source = paths.metrics_dir().resolve()
     if source != target.resolve():
-        (target / "figures").mkdir(parents=True, exist_ok=True)
+        figures = target / figure_data.data_dir().name
+        figures.mkdir(parents=True, exist_ok=True)
         for path in source.glob("[0-9][0-9]*_*.json"):
             shutil.copy2(path, target / path.name)
-        for path in source.glob("figures/fig-*.csv"):   # each figure's plotted data, linked from its caption
-            shutil.copy2(path, target / "figures" / path.name)
+        for path in figure_data.data_dir().glob("fig-*.csv"):   # each figure's plotted data, linked from its caption
+            shutil.copy2(path, figures / path.name)
     return target
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import seaborn as sns
 import torch
 
-from . import english
+from . import english, figure_data
 from .errors import ArgumentError
 
 # The text column of the HTML book is 784 CSS px wide at a 1400 px window (measured in Chromium). A figure of
@@ -86,8 +86,6 @@ def figure(ncols: int = 1, nrows: int = 1, height: float | None = None, width: f
 
 def show(fig, name: str) -> None:
     """Show `fig` on the page and write the data it plots to the CSV its caption links (`figure_data.save`)."""
-    from . import figure_data
-
     figure_data.save(fig, name)
     plt.show()
 
