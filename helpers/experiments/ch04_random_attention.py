@@ -111,6 +111,23 @@ def condition_verdict(outcomes) -> str:
     return "mixed"
 
 
+RANK_LOWER_BOUNDS = ("effective", "stable")   # at most the rank, and they move with the logit scale
+
+
+def why_not_a_test(measure: str, scale: str) -> str | None:
+    """Why a condition cannot test the barrier, or None when it can.
+
+    The barrier bounds a count of independent rows. A soft measure (effective or stable rank) is at most that count and
+    moves with the logit scale, so being below the bound proves nothing. At the `init` scale the softmax is nearly
+    uniform and its numerical rank is set by d_h + 1 and the tolerance, not by which key each row picks.
+    """
+    if measure in RANK_LOWER_BOUNDS:
+        return "soft measure"
+    if scale == "init" and measure != "hardmax":
+        return "near-uniform softmax"
+    return None
+
+
 def falls_back(peak: float, peak_se: float, last: float, z: float = FALL_Z, slack: float = FALL_SLACK) -> bool:
     """Whether a curve's last value lies clearly below its peak: by more than `z` standard errors + `slack`."""
     return peak - last > z * peak_se + slack
@@ -392,13 +409,20 @@ def _summary(P, curves, result) -> None:
                                                           "d_head", "rank_over_n", "se_over_n", "bound", "verdict"]]
     last = top[top.n == n_max]
     outcome = last.groupby("condition").verdict.agg(condition_verdict)
+    reasons = {c: why_not_a_test(m, s) for c, m, s in zip(last.condition, last.measure, last.scale)}
     table = last.pivot(index="condition", columns="inputs", values="rank_over_n")
     table["bound"] = bound[n_max]
     table["barrier holds?"] = outcome.map({"below": "yes (below)", "above": "no (above)", "mixed": "mixed"})
-    table = table.sort_values(["barrier holds?", "condition"], ascending=[False, True])
+    table["barrier holds?"] = [f"not a test: {reasons[c]}" if reasons[c] else holds
+                               for c, holds in zip(table.index, table["barrier holds?"])]
+    order = {"yes (below)": 0, "no (above)": 1, "mixed": 2}     # the tests first, then the conditions that are not
+    table = table.assign(_order=table["barrier holds?"].map(order).fillna(3))
+    table = table.sort_values(["_order", "barrier holds?", "condition"]).drop(columns="_order")
     result.frames["summary_table"] = table.reset_index()
-    groups = {kind: sorted(outcome[outcome == kind].index) for kind in ("below", "above", "mixed")}
-    result.quote("ch4_n_conditions", len(outcome), "d")
+    tests = outcome[[reasons[c] is None for c in outcome.index]]   # the counts: only conditions that can test it
+    groups = {kind: sorted(tests[tests == kind].index) for kind in ("below", "above", "mixed")}
+    result.quote("ch4_n_conditions", len(tests), "d")
+    result.quote("ch4_n_not_tests", len(outcome) - len(tests), "d")
     result.quote("ch4_n_holds", len(groups["below"]), "d")
     result.quote("ch4_n_fails", len(groups["above"]), "d")
     result.quote("ch4_n_mixed", len(groups["mixed"]), "d")

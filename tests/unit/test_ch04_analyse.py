@@ -35,6 +35,16 @@ def test_analyse_numbers_agree_with_their_frames_and_closed_forms(result):
     assert q["ch4_hard_dmin_max"] <= 2.0, "d_h = 1: each row picks the largest or the smallest key"
     summary = result.frames["summary_table"].set_index("condition")
     assert summary.loc["hardmax rank (any scale)", "barrier holds?"] in {"yes (below)", "mixed"}
+    # the counts cover only the conditions that can test the barrier: rank counts away from the near-uniform init scale
+    names = {"hardmax rank (any scale)"} | {chapter.condition_name("softmax", m, s)
+                                            for m in ("numerical@1e-02", "numerical@1e-03", "numerical@1e-05",
+                                                      "numerical@1e-08") for s in ("unit", "raw")}
+    tested = summary[~summary["barrier holds?"].str.startswith("not a test")]
+    assert set(tested.index) == names and q["ch4_n_conditions"] == len(names) == 9
+    assert q["ch4_n_not_tests"] == len(summary) - 9 == 10     # 4 init tolerances + effective and stable at 3 scales
+    assert summary.loc[chapter.condition_name("softmax", "effective", "raw"), "barrier holds?"] == "not a test: soft measure"
+    assert (summary.loc[chapter.condition_name("softmax", "numerical@1e-08", "init"), "barrier holds?"]
+            == "not a test: near-uniform softmax")
     top = result.frames["rank_over_n_at_largest_d_head"]
     assert set(top.d_head) == {8} and set(top.verdict) <= {"below", "above", "at"}
     exceed = result.verdicts["ch4_hard_exceedance"]
