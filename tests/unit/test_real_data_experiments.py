@@ -211,12 +211,13 @@ def _quality(*settings):
 def test_bars_summary_gives_the_ranges_and_names_each_excluded_setting():
     good = _quality(("shakespeare", 32, 2.69, 1.08), ("shakespeare", 64, 2.64, 1.3), ("mnist", 16, 0.96, 6.2))
     assert ch.bars_summary(good) == (
-        "All 3 settings meet their bars (seed means at d_qk = 8): 2.64 to 2.69 bits per character on Shakespeare "
+        "All 3 settings meet their bars (seed means at d_qk = 8): 1.83 to 1.86 nats per character on Shakespeare "
         "and a test accuracy of 0.96 on MNIST, and uniform attention in place of the trained one raises the test "
         "loss by 1.1 to 6.2 nats")
     mixed = _quality(("shakespeare", 32, 2.69, 1.08), ("bbc", 64, 2.9, 1.3), ("mnist", 16, 0.96, 0.01))
     text = ch.bars_summary(mixed)
-    assert text.startswith("1 of 3 settings meets their bars") and "2.69 to 2.9 bits per character on Shakespeare " \
+    # bits shown in nats, the unit of the page's losses: 2.64, 2.69 and 2.9 bits times ln 2 = 1.830, 1.865, 2.010
+    assert text.startswith("1 of 3 settings meets their bars") and "1.86 to 2.01 nats per character on Shakespeare " \
         "and BBC News" in text
     assert text.endswith("untestable at this budget: bbc at n = 64 (misses its bar); mnist at n = 16 (uniform "
                          "attention costs less than 0.05 nats)")
@@ -229,10 +230,12 @@ def test_bars_summary_gives_the_ranges_and_names_each_excluded_setting():
 
 def test_bars_rule_and_quality_view_say_the_bars_in_words():
     assert ch.bars_rule(["shakespeare", "mnist", "bbc"]) == (
-        "at most 2.8 bits per character (1.94 nats, the unit of the losses below) on Shakespeare and BBC News and at "
+        "at most 1.94 nats per character (2.8 bits) on Shakespeare and BBC News and at "
         "least 0.95 test accuracy on MNIST")   # 2.8 ln 2 = 1.9408
     view = ch.quality_view(_quality(("shakespeare", 32, 2.69, 1.08), ("mnist", 16, 0.94, 6.2)))
-    assert view.loc["shakespeare, n\u00a0=\u00a032", "bar"] == "≤ 2.8 bits per character"
+    assert view.loc["shakespeare, n\u00a0=\u00a032", "bar"] == "≤ 1.94 nats per character (2.8 bits)"
+    assert view.loc["shakespeare, n\u00a0=\u00a032", "seed mean at the largest d_qk"] == pytest.approx(2.69 * 0.6931472)
+    assert view.loc["mnist, n\u00a0=\u00a016", "seed mean at the largest d_qk"] == pytest.approx(0.94)
     assert view.loc["mnist, n\u00a0=\u00a016", "bar"] == "≥ 0.95 test accuracy"
     assert view.included.tolist() == ["yes", "no"] and view["models at the step cap"].tolist() == ["0 of 12"] * 2
 
@@ -341,8 +344,9 @@ def test_baselines_text_groups_the_domains_by_metric():
     base = pd.DataFrame([{"domain": "shakespeare", "n": 32, "metric": "bits_per_token", "value": 3.6477},
                          {"domain": "mnist", "n": 16, "metric": "test_accuracy", "value": 0.892},
                          {"domain": "bbc", "n": 128, "metric": "bits_per_token", "value": 3.6586}])
-    assert ch.baselines_text(base) == ("a character bigram table reaches 3.65 bits per character on Shakespeare and "
-                                       "3.66 on BBC News; a linear classifier on the pixels reaches a test accuracy "
+    # 3.6477 and 3.6586 bits times ln 2 = 2.5284 and 2.5360 nats
+    assert ch.baselines_text(base) == ("a character bigram table reaches 2.53 nats per character on Shakespeare and "
+                                       "2.54 on BBC News; a linear classifier on the pixels reaches a test accuracy "
                                        "of 0.892 on MNIST")
 
 
