@@ -237,20 +237,24 @@ def sym_regimes() -> dict:
 
     "d_approx" that formula (solved by sympy from (n-1) e^{-L} e^{L^2/(2d)} = eps/(1-eps)); "log_scale" the limit of
     d / ln n when L = c ln n (c > 1); "margin" d at L = ell + delta and its leading term in ell, (ell^2)/(2 delta);
-    "divergence_n" the n at which d becomes infinite at a fixed L.
+    "divergence_n" the n at which d becomes infinite at a fixed L. "solve_gap" and "divergence_gap" are sympy's own
+    solutions minus these forms (zero where the forms are right).
     """
     import sympy as sp
 
     n, L, d, eps, c, delta, ell = sp.symbols("n L d varepsilon c delta ell", positive=True)
     condition = sp.Eq((n - 1) * sp.exp(-L) * sp.exp(L ** 2 / (2 * d)), eps / (1 - eps))
     solved = sp.solve(condition, d)[0]
+    # the forms the prose uses, each checked against sympy's own solution below (simplify would print 1 - eps as
+    # -(eps - 1), since sympy cannot know that eps < 1)
     ell_of_n = sp.log((n - 1) * (1 - eps) / eps)
-    d_approx = sp.simplify(L ** 2 / (2 * (L - ell_of_n)))
+    d_approx = L ** 2 / sp.Mul(2, L - ell_of_n, evaluate=False)    # unevaluated: 2 (L - ell), not 2 L - 2 ell
     gap = sp.simplify(solved - d_approx)
     log_scale = sp.limit(d_approx.subs(L, c * sp.log(n)) / sp.log(n), n, sp.oo)
     margin = sp.simplify((L ** 2 / (2 * (L - ell))).subs(L, ell + delta))
     margin_lead = sp.limit(margin / ell ** 2, ell, sp.oo)
-    divergence = sp.solve(sp.Eq(L, ell_of_n), n)[0]
+    divergence = 1 + eps * sp.exp(L) / (1 - eps)
+    divergence_gap = sp.simplify(sp.solve(sp.Eq(L, ell_of_n), n)[0] - divergence)
     return {"condition": condition, "d_solved": solved, "d_approx": d_approx, "solve_gap": gap,
             "log_scale": sp.simplify(log_scale), "margin": margin, "margin_lead": margin_lead,
-            "divergence_n": sp.simplify(divergence)}
+            "divergence_n": divergence, "divergence_gap": divergence_gap}

@@ -80,6 +80,9 @@ def test_sympy_derivations_close():
     n, eps = sp.symbols("n varepsilon", positive=True)
     for values in ({n: 64, L: 12, eps: sp.Rational(1, 10)}, {n: 4096, L: 20, eps: sp.Rational(1, 20)}):
         assert abs(float(reg["solve_gap"].subs(values))) < 1e-12
+    assert reg["divergence_gap"] == 0
+    assert sp.simplify(reg["divergence_n"] - (1 + eps * sp.exp(L) / (1 - eps))) == 0
+    assert "varepsilon - 1" not in sp.latex(reg["d_approx"]) + sp.latex(reg["divergence_n"]), "1 - ε as the prose writes it"
     assert sp.simplify(reg["log_scale"] - c ** 2 / (2 * (c - 1))) == 0
     assert sp.simplify(reg["margin_lead"] - 1 / (2 * delta)) == 0
 
