@@ -198,14 +198,21 @@ def measure_text(measure: str, powers: bool = False) -> str:
     return MEASURE_LABELS.get(measure, measure)
 
 
+def latex(expr) -> str:
+    """A sympy expression as the book's LaTeX: the natural logarithm written ln, as the prose writes it."""
+    import sympy as sp
+
+    return sp.latex(expr, ln_notation=True)
+
+
 def broken_equation(lhs: str, expr, terms_per_line: int = 3) -> str:
     """LaTeX for `lhs = expr` with the terms of a long sympy sum broken over aligned lines, so a display
     equation fits the text column instead of being cut off at its right edge."""
     import sympy as sp
 
-    terms = [sp.latex(term) for term in sp.Add.make_args(sp.expand(expr))]
+    terms = [latex(term) for term in sp.Add.make_args(sp.expand(expr))]
     if len(terms) <= terms_per_line:
-        return f"{lhs} = {sp.latex(expr)}"
+        return f"{lhs} = {latex(expr)}"
     lines = [" + ".join(terms[i:i + terms_per_line]) for i in range(0, len(terms), terms_per_line)]
     body = r" \\ &\quad + ".join(lines).replace("+ -", "- ")
     return rf"\begin{{aligned}} {lhs} &= {body} \end{{aligned}}"
@@ -213,10 +220,9 @@ def broken_equation(lhs: str, expr, terms_per_line: int = 3) -> str:
 
 def show_step(lhs: str, expression, relation: str = "=") -> None:
     """Display one derivation step, `lhs relation expression`, as typeset maths in the notebook (sympy to LaTeX)."""
-    import sympy as sp
     from IPython.display import Math, display
 
-    display(Math(f"{lhs} {relation} {sp.latex(expression)}"))
+    display(Math(f"{lhs} {relation} {latex(expression)}"))
 
 
 def listing(obj) -> None:

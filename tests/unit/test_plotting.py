@@ -120,3 +120,11 @@ def test_heatmap_gamma_colours_the_root_of_the_weights_and_keeps_the_data():
     for bad in (0, 1.5, "0.5"):
         with pytest.raises(ArgumentError, match="gamma"):
             plotting.attention_heatmap(root, weights, gamma=bad)
+
+
+def test_sympy_maths_writes_the_natural_log_as_ln():
+    import sympy as sp
+
+    n, L = sp.symbols("n L", positive=True)
+    assert plotting.latex(L / sp.log(n)) == r"\frac{L}{\ln{\left(n \right)}}"
+    assert r"\log" not in plotting.broken_equation("d", sp.log(n) + L + n ** 2 + 1, terms_per_line=2)
