@@ -126,7 +126,7 @@ RULES: tuple[Rule, ...] = (
            (("03_saturation", "ch3_verdict_loose"), ("03_saturation", "ch3_verdict_tight"),
             ("03b_predicting_rank", "ch3b_knee_growth")),
            {"log": HOLDS, "faster": FAILS}, "fig-ch3-knees",
-           Finding("saturation", "The paper's saturation of the rank once d_h is of order log n",
+           Finding("saturation", "The paper's saturation of the rank once dₕ is of order log n",
                    "knee of the hardmax rank of random heads with Gaussian keys against n")),
     _book("A first-principles predictor gives the expected hardmax rank of random heads over the whole grid of $n$ "
           "and $d_h$.",
@@ -165,7 +165,7 @@ RULES: tuple[Rule, ...] = (
            "fig-ch7-compression",
            Finding("redundancy", "The paper's redundancy of head dimension beyond about log n",
                    "SVD truncation of trained heads and of all-MiniLM-L6-v2, and a query/key cut of the decoder "
-                   "SmolLM2-135M-Instruct judged by perplexity, against ceil(log2 n) dimensions")),
+                   "SmolLM2-135M-Instruct judged by perplexity, against ⌈log₂ n⌉ dimensions")),
     _paper(r"The head dimension a trained model needs grows only like $\log n$.",
            "small transformers trained on synthetic tasks with known attention patterns, at the logit scales their "
            r"heads reach in training (unconstrained; chapter 3 shows that $\log n$ needs a scale growing like "
@@ -175,7 +175,7 @@ RULES: tuple[Rule, ...] = (
             ("05_trained_synthetic", "ch5_reversal_heldout"), ("05_trained_synthetic", "ch5_high_rank_heldout")),
            {"log": HOLDS, "linear": FAILS, "sqrt": FAILS, "full": FAILS, "power": FAILS}, "fig-ch5-fits",
            Finding("trained_width", "The paper's claim that a trained head needs a width growing only like log n",
-                   "smallest d_qk meeting the accuracy bar on synthetic tasks at the logit scales training reaches, "
+                   "smallest query/key width meeting the accuracy bar on synthetic tasks at the logit scales training reaches, "
                    "fitted against n and the largest n predicted from the others, robust to a seed left out and a "
                    "grid step")),
     _book("The margin law, read off the widest trained heads, predicts the smallest width a trained head needs.",
@@ -294,7 +294,7 @@ STATUS_VERBS = {HOLDS: "holds", FAILS: "fails", CONDITIONAL: "holds only under s
 def finding_sentence(row: Row) -> str:
     """The introduction's sentence for a row with a finding: its lead, its status, the condition and the evidence
     of the chapter verdict that decided the status (with its numbers), e.g. "The paper's low-rank barrier ... holds (hardmax rank of ...): 24 of 24
-    (n, d_h) points ...". Plain text."""
+    (n, dₕ) points ...". Plain text (Unicode subscripts, no TeX), since it is glued into running prose."""
     finding = row.rule.finding
     if finding is None:
         raise ValueError(f"the row {row.rule.claim!r} has no finding")

@@ -189,7 +189,7 @@ def barrier_verdict(consistent: int, points: int) -> Verdict:
     rule = "every orthonormal-input point's 95 % interval over trials reaches down to the exact bound B(n)"
     if points == 0:
         return Verdict("untestable", "no orthonormal-input points in this run", rule, {"points": 0})
-    sentence = (f"{english.count_of(consistent, points, '(n, d_h) point')} of orthonormal inputs have a 95 % interval "
+    sentence = (f"{english.count_of(consistent, points, '(n, dₕ) point')} of orthonormal inputs have a 95 % interval "
                 "reaching down to the exact bound B(n)")
     return Verdict("holds" if consistent == points else "fails", sentence, rule,
                    {"consistent": consistent, "points": points})

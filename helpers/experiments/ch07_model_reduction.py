@@ -433,7 +433,7 @@ def redundancy_verdict(smallest: pd.DataFrame, minilm_r99: float, minilm_tokens:
     output's cosine at MINILM_COSINE, against `log_budget(n)`: "holds" when every one fits in it, "fails" when none
     does, "some" otherwise."""
     rule = (f"the smallest kept rank (loss within {100 * TOLERANCE:g} % without fine-tuning; MiniLM: output cosine at "
-            f"least {MINILM_COSINE:g}) is at most ceil(log2 n)")
+            f"least {MINILM_COSINE:g}) is at most ⌈log₂ n⌉")
     rows = smallest[(smallest.stage == "truncated") & smallest.included]
     cases = [(f"{r.domain} at n = {r.n}", float(r.smallest_r), log_budget(int(r.n))) for r in rows.itertuples()]
     if np.isfinite(minilm_r99):

@@ -179,9 +179,9 @@ def redundancy_verdict(comp, base, d_head: int, tolerance: float) -> Verdict:
     rule = ("fails when the needed rank's bracket lies above ceil(log2 n) at every n, holds when it is at most "
             "ceil(log2 n) at every n, on every leave-one-window-out")
     if flips or decided == robust.UNTESTABLE:
-        why = f"leaving out {english.join(flips)} changes it" if flips else "the brackets straddle ceil(log2 n)"
+        why = f"leaving out {english.join(flips)} changes it" if flips else "the brackets straddle ⌈log₂ n⌉"
         return Verdict(robust.UNTESTABLE, f"untestable at this budget ({why}): the smallest r within {pct} % is "
-                       f"{text}, against ceil(log2 n) = {logs}", rule=rule, evidence=evidence)
+                       f"{text}, against ⌈log₂ n⌉ = {logs}", rule=rule, evidence=evidence)
     if decided == "fails":
         sentence = (f"fails: to keep the perplexity within {pct} %, every head needs {text}, more than "
                     f"ceil(log2 n) = {logs}")
