@@ -305,7 +305,7 @@ def finding_sentence(row: Row) -> str:
     deciding = [text for text, status in zip(sentences, statuses) if status == row.verdict.outcome]
     evidence = (deciding or sentences)[0]
     more = len(sentences) - 1
-    tail = f" ({more} more {'verdict' if more == 1 else 'verdicts'} in the claims ledger)" if more else ""
+    tail = f"; {more} more {'verdict is' if more == 1 else 'verdicts are'} in the claims ledger" if more else ""
     return f"{finding.lead} {STATUS_VERBS[row.verdict.outcome]} ({finding.condition}): {evidence}{tail}."
 
 

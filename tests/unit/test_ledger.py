@@ -179,7 +179,9 @@ def test_finding_sentence_quotes_the_first_verdict_and_counts_the_rest():
     text = ledger.finding_sentence(row)
     assert text.startswith(rule.finding.lead) and rule.finding.condition in text
     assert "sentence 0; with a clause" in text and "sentence 1" not in text
-    assert f"({len(rule.verdicts) - 1} more verdict" in text and text.endswith(".")
+    more = len(rule.verdicts) - 1
+    assert text.endswith(f"sentence 0; with a clause; {more} more {'verdict is' if more == 1 else 'verdicts are'} in "
+                         "the claims ledger.")
 
 
 def test_finding_sentence_quotes_the_verdict_that_decided_the_status():
