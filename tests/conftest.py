@@ -101,7 +101,7 @@ def quick_book() -> QuickBook:
 @pytest.fixture(scope="session")
 def built_book(quick_book) -> Path:
     """The strict HTML build of the quick book; returns its html folder."""
-    assert quick_book.build == 0, f"jupyter-book build -W -n --keep-going failed (see {BACKGROUND.log})"
+    assert quick_book.build == 0, f"jupyter-book build -W -n --keep-going failed:\n{BACKGROUND.log.read_text()[-6000:]}"
     return quick_book.root / "_build" / "html"
 
 
