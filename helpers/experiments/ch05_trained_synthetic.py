@@ -233,7 +233,7 @@ def cell_table(frame: pd.DataFrame, replicates: int = BOOTSTRAP, seed: int = 0,
 
 ANSWERS = ("log", "linear", "sqrt", "full", "untestable")
 LITERATURE = {
-    "log": "a width of order log n, which Likhosherstov et al. (2021) and Sanford et al. (2023) show suffices for "
+    "log": "a width of order log n, which Likhosherstov et al. (2023) and Sanford et al. (2023) show suffices for "
            "sparse patterns",
     "linear": "a width of order n, the low-rank bottleneck of Bhojanapalli et al. (2020)",
     "sqrt": "growth like the square root of n: faster than log n, slower than the width of order n of "

@@ -245,7 +245,7 @@ def test_headline_and_curve_text():
 def test_the_verdict_sentence_names_the_answer_the_best_form_and_the_bootstrap():
     verdict = verdict_of(judged(rows("copy", {16: 2, 32: 4, 64: 6, 128: 8}), N_VALUES=[16, 32, 64, 128]))
     assert verdict.outcome == "log"
-    assert verdict.sentence.startswith("copy supports a width of order log n, which Likhosherstov et al. (2021)")
+    assert verdict.sentence.startswith("copy supports a width of order log n, which Likhosherstov et al. (2023)")
     assert ": the best fit is a + b·ln n, and every other form fits worse in at least 97.5 % of the bootstrap " \
            "resamples." in verdict.sentence
     assert "a = " not in verdict.sentence          # the coefficients are in the fits table, not in the sentence
