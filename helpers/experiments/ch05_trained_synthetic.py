@@ -508,6 +508,15 @@ def lr_text(tasks) -> str:
     return join([f"{number(lr)} for {join(names)}" for lr, names in sorted(by_lr.items())])
 
 
+def cells_meeting_bars(usable: int, cells: int) -> str:
+    """"None of the 9 (task, n) cells meets its quality bar", "1 of the 9 ... meets its ...", "7 of the 9 ... meet
+    their ..." (a sentence's start)."""
+    what = f"the {cells} (task, n) {'cell' if cells == 1 else 'cells'}"
+    if usable == 0:
+        return f"None of {what} meets its quality bar" if cells > 1 else "The one (task, n) cell misses its quality bar"
+    return f"{usable} of {what} {'meets its' if usable == 1 else 'meet their'} quality bar"
+
+
 def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> None:
     """Quote every number the chapter's prose pastes."""
     converged = counted(frame)   # every model that trained to the end counts, here as in the curves
@@ -517,6 +526,7 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_not_converged", int((~frame.converged).sum()), "d")
     q("ch5_cells", len(cells), "d")
     q("ch5_cells_usable", int(cells.usable.sum()), "d")
+    q("ch5_cells_meet", cells_meeting_bars(int(cells.usable.sum()), len(cells)))
     q("ch5_cells_excluded", int((~cells.usable).sum()), "d")
     q("ch5_models_in_excluded", int(cells.loc[~cells.usable, "models"].sum()), "d")
     q("ch5_points_trained", int(frame.groupby(["task", "n", "d_qk"]).ngroups), "d")

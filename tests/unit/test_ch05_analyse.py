@@ -453,3 +453,10 @@ def test_the_held_out_test_is_recorded_per_task():
     # only the logarithmic forms reach 5, but on a grid of every width a one-step move of n = 64 changes that
     assert verdict.outcome == "untestable" and verdict.evidence["undecided_outcome"] == "log"
     assert "(with the width at n = 64 moved from 4 to 3, it is untestable)" in verdict.sentence
+
+
+def test_cells_meeting_their_bars_read_as_a_sentence():
+    assert chapter.cells_meeting_bars(0, 9) == "None of the 9 (task, n) cells meets its quality bar"
+    assert chapter.cells_meeting_bars(1, 9) == "1 of the 9 (task, n) cells meets its quality bar"
+    assert chapter.cells_meeting_bars(7, 9) == "7 of the 9 (task, n) cells meet their quality bar"
+    assert chapter.cells_meeting_bars(0, 1) == "The one (task, n) cell misses its quality bar"
