@@ -9,8 +9,7 @@ from bs4 import BeautifulSoup
 from helpers.sphinx_appendix import lettered
 
 pytest.importorskip("myst_nb")
-from sphinx.application import Sphinx  # noqa: E402
-from sphinx.util.docutils import docutils_namespace  # noqa: E402
+from sphinx_build import build_html  # noqa: E402
 
 
 def figure(name: str, caption: str) -> str:
@@ -33,10 +32,7 @@ def built(tmp_path_factory):
     (src / "appendix.md").write_text("# Appendix\n\n" + figure("fig-early", "First.") + "\n"
                                      + figure("fig-late", "Second."))
     out = tmp_path_factory.mktemp("html")
-    with docutils_namespace():   # docutils registers nodes globally: leave none behind for the next build
-        app = Sphinx(str(src), str(src), str(out), str(out / ".doctrees"), "html", status=None, warning=None,
-                     warningiserror=True, freshenv=True)
-        app.build()
+    build_html(src, out)
     return {name: BeautifulSoup((out / f"{name}.html").read_text(), "html.parser") for name in ("chapter", "appendix")}
 
 

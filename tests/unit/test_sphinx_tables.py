@@ -8,8 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 pytest.importorskip("myst_nb")
-from sphinx.application import Sphinx  # noqa: E402
-from sphinx.util.docutils import docutils_namespace  # noqa: E402
+from sphinx_build import build_html  # noqa: E402
 
 TABLE_HTML = "<table class='dataframe'><tr><th>n</th><td>64</td></tr></table>"
 
@@ -37,10 +36,7 @@ def page(tmp_path_factory):
                 output_cell("tbl-second", "The second table.", TABLE_HTML)]
     nbformat.write(nb, src / "chapter.ipynb")
     out = tmp_path_factory.mktemp("html")
-    with docutils_namespace():   # docutils registers nodes globally: leave none behind for the next build
-        app = Sphinx(str(src), str(src), str(out), str(out / ".doctrees"), "html", status=None, warning=None,
-                     warningiserror=True, freshenv=True)
-        app.build()
+    build_html(src, out)
     return BeautifulSoup((out / "chapter.html").read_text(), "html.parser")
 
 
