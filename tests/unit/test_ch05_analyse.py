@@ -2,6 +2,7 @@
 the search's order, the quality rule, the page's sentences, and one real training of a tiny cell."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -460,3 +461,12 @@ def test_cells_meeting_their_bars_read_as_a_sentence():
     assert chapter.cells_meeting_bars(1, 9) == "1 of the 9 (task, n) cells meets its quality bar"
     assert chapter.cells_meeting_bars(7, 9) == "7 of the 9 (task, n) cells meet their quality bar"
     assert chapter.cells_meeting_bars(0, 1) == "The one (task, n) cell misses its quality bar"
+
+
+def test_every_task_is_described_in_words_outside_the_training_module():
+    """Table 5.1 reads each task's words from the analysis module; the training module (whose code keys every
+    stored model) holds no prose, so editing a sentence retrains nothing."""
+    assert set(chapter.TASK_WORDS) == set(training.TASK_SPECS)
+    assert all(len(words) == 2 and all(w.strip() for w in words) for words in chapter.TASK_WORDS.values())
+    source = Path(training.__file__).read_text()
+    assert not any(words[1] in source for words in chapter.TASK_WORDS.values())
