@@ -309,8 +309,10 @@ def efficiency_sentence(table: pd.DataFrame, below: pd.DataFrame) -> str:
         return "With no usable cell, the trained heads are not compared with random codes in this run."
     heads = int(table.seeds.sum())
     return (f"At the width they need, trained heads are {efficiency_text(table)} random codes (within a factor of "
-            f"{FACTOR} counts as about as): at the smallest width, d*/d_rand runs from {ratio_text(table)} over the "
-            f"cells (seed medians), and for {count_of(int(table.inside.sum()), heads, 'head')} there the bracket of "
-            "trained widths meets the band from the lower bound to d_rand rounded up. Over all the "
+            f"{FACTOR} counts as about as): at the smallest width, the ratio of that width to the random-code width "
+            f"runs from {ratio_text(table)} over the cells (seed medians), and for "
+            f"{count_of(int(table.inside.sum()), heads, 'head')} there the bracket of trained widths meets the band "
+            "from the lower bound to the random-code width rounded up. Over all the "
             f"{len(below)} (task, n, width) points up to the smallest width, narrower heads included, the seed median "
-            f"of d_qk/d_rand lies in the range {span_short(float(below.ratio.min()), float(below.ratio.max()), 2)}.")
+            "of the width over the random-code width lies in the range "
+            f"{span_short(float(below.ratio.min()), float(below.ratio.max()), 2)}.")

@@ -373,14 +373,15 @@ def together_verdict(outcomes: list[str], measure: str, reasons: dict | None = N
         outcome = max(("together", "rank_later", "loss_later"), key=lambda k: counts[k])
     return Verdict(outcome, sentence, rule=f"loss and {measure} saturate together when the widths their bootstrap "
                    f"95 % intervals over seeds allow overlap (one saturation rule for both: {100 * LEVEL:g} % of the "
-                   "rise or drop from the smallest to the largest d_qk, read at trained widths); a setting counts "
-                   "only when it meets its quality bar; the answer is the most common outcome",
+                   "rise or drop from the smallest to the largest query/key width, read at trained widths); a "
+                   "setting counts only when it meets its quality bar; the answer is the most common outcome",
                    evidence={**counts, "settings": len(outcomes)})
 
 
 QUANTITY_WORDS = {"loss": "the loss", "hardmax": "the hardmax rank", RANK_LABELS[1]: "the numerical rank"}
-OUTCOME_WORDS = {"loss_later": "the loss saturates at a larger d_qk", "together": "the two saturate together",
-                 "rank_later": "the rank saturates at a larger d_qk"}
+OUTCOME_WORDS = {"loss_later": "the loss saturates at a larger query/key width",
+                 "together": "the two saturate together",
+                 "rank_later": "the rank saturates at a larger query/key width"}
 
 
 def saturation_summary(sat: pd.DataFrame, q: pd.DataFrame) -> str:
@@ -402,9 +403,10 @@ def saturation_summary(sat: pd.DataFrame, q: pd.DataFrame) -> str:
         if len(inside):
             lowest = min(saturation.lowest_possible(r.grid, r.value) for r in inside.itertuples())
             value = english.span_short(lowest, float(inside.value.max()), 2)
-            where.append((len(inside), f"at d_qk {value} {_in_how_many(len(inside), len(part), _names(inside, names))}"))
+            where.append((len(inside), f"at query/key width {value} "
+                                       f"{_in_how_many(len(inside), len(part), _names(inside, names))}"))
         if len(first):
-            where.append((len(first), "already at the smallest d_qk "
+            where.append((len(first), "already at the smallest query/key width "
                                       f"{_in_how_many(len(first), len(part), _names(first, names))}"))
         if len(none):
             where.append((len(none), f"nowhere {_in_how_many(len(none), len(part), _names(none, names))} (its "
@@ -426,8 +428,8 @@ def barrier_verdict(at_max: pd.DataFrame) -> Verdict:
     """Do trained heads stay under the barrier of their kind? Per setting that meets its bars (`at_max`: domain, n,
     hardmax_over_n at the largest d_qk), the hardmax rank / n against `barrier_reference`: "holds" when every
     setting is below, "fails" when none is, "some" otherwise, "untestable" without a setting."""
-    rule = ("hardmax rank / n at the largest d_qk, seed mean, against a random head of the same kind: (n + 1) / 2n "
-            "under a causal mask, B(n) / n without")
+    rule = ("hardmax rank / n at the largest query/key width, seed mean, against a random head of the same kind: "
+            "(n + 1) / 2n under a causal mask, B(n) / n without")
     rows = [(r.domain, int(r.n), float(r.hardmax_over_n), barrier_reference(r.domain, int(r.n)))
             for r in at_max.itertuples()]
     if not rows:
@@ -538,7 +540,7 @@ def _bar_miss(r) -> str:
         return "misses its bar"
     if not r.load_bearing:
         return f"uniform attention costs less than {english.number(UNIFORM_GAP)} nats"
-    return f"fewer than {MIN_SEEDS} valid seeds at some d_qk"
+    return f"fewer than {MIN_SEEDS} valid seeds at some query/key width"
 
 
 def _meet(kept: int, total: int, what: str) -> str:
@@ -630,7 +632,7 @@ def bars_summary(q: pd.DataFrame) -> str:
     kept, total = int(q.included.sum()), len(q)
     head = _meet(kept, total, "bar")
     d_max = sorted(q.d_max.unique())
-    where = f"d_qk = {d_max[0]}" if len(d_max) == 1 else "the largest d_qk"
+    where = f"query/key width {d_max[0]}" if len(d_max) == 1 else "the largest query/key width"
     reached = []
     for metric, part in q.groupby("metric", sort=False):
         domains = english.join([DOMAIN_WORDS[d] for d in part.domain.drop_duplicates()])
@@ -653,7 +655,7 @@ def quality_view(q: pd.DataFrame) -> pd.DataFrame:
     signs = {"<=": "≤", ">=": "≥"}
     return pd.DataFrame({
         "bar": [bar_words(r.metric, r.comparison, r.bar, signs) for r in q.itertuples()],
-        "seed mean at the largest d_qk": [on_page(r.metric, r.value) for r in q.itertuples()],
+        "seed mean at the largest query/key width": [on_page(r.metric, r.value) for r in q.itertuples()],
         "uniform attention (+nats)": q.uniform_increase.to_numpy(),
         "models at the step cap": [f"{r.not_converged} of {r.models}" for r in q.itertuples()],
         "included": q.included.map({True: "yes", False: "no"}).to_numpy()},
@@ -822,8 +824,8 @@ def _saturation_quotes(P, q, sat, at_max, result, models, resamples) -> None:
     result.verdict("ch6_barrier_verdict", barrier_verdict(inc))
     result.quote("ch6_hardmax_frac_max", float(inc["hardmax_over_n"].max()) if len(inc) else math.nan, ".2f")
     result.quote("ch6_hardmax_top_text", f"the largest hardmax rank of a setting that meets its bar, at the largest "
-                 f"d_qk, is {inc['hardmax_over_n'].max():.2f} n" if len(inc) else
-                 "no setting meets its bar, so no hardmax rank at the largest d_qk is reported")
+                 f"query/key width, is {inc['hardmax_over_n'].max():.2f} n" if len(inc) else
+                 "no setting meets its bar, so no hardmax rank at the largest query/key width is reported")
     for label in RANK_LABELS:
         key = "hardmax" if label == "hardmax" else "numerical"
         values = inc[f"{label}_over_n"]

@@ -208,7 +208,7 @@ def growth_verdict(comp, base, d_head: int, tolerance: float) -> Verdict:
     if flips or len(keys) < 2 or at_top:
         reason = (f"leaving out {english.join(flips)} changes it" if flips else
                   "fewer than 2 windows" if len(keys) < 2 else
-                  f"no rank below d_h = {d_head} keeps the perplexity within {pct} % at any n")
+                  f"no rank below the head dimension dₕ = {d_head} keeps the perplexity within {pct} % at any n")
         return Verdict(robust.UNTESTABLE, f"untestable at this budget ({reason})", rule=rule, evidence=evidence)
     words = {"grows": "grows with n", "flat": "does not change with n", "shrinks": "shrinks as n grows"}
     return Verdict(outcome, f"the smallest r within {pct} % of the uncut perplexity {words[outcome]}", rule=rule,

@@ -118,7 +118,7 @@ def test_needs_at_the_top_of_the_grid_are_untestable_for_growth_and_fail_redunda
     top = {(w, n): [3.5, 3.2] for w in "abc" for n in (8, 16)}
     comp, base = _compression(top)
     growth = chapter.growth_verdict(comp, base, 8, 0.05)
-    assert growth.outcome == "untestable" and "no rank below d_h = 8" in growth.sentence
+    assert growth.outcome == "untestable" and "no rank below the head dimension dₕ = 8" in growth.sentence
     redundancy = chapter.redundancy_verdict(comp, base, 8, 0.05)
     assert redundancy.outcome == "fails" and "5 to 8 at every n from 8 to 16" in redundancy.sentence
     assert chapter.needed_text({8: 8, 16: 4}, [2, 4, 8]) == "5 to 8 at n = 8, 3 to 4 at n = 16"

@@ -211,7 +211,7 @@ def _quality(*settings):
 def test_bars_summary_gives_the_ranges_and_names_each_excluded_setting():
     good = _quality(("shakespeare", 32, 2.69, 1.08), ("shakespeare", 64, 2.64, 1.3), ("mnist", 16, 0.96, 6.2))
     assert ch.bars_summary(good) == (
-        "All 3 settings meet their bars (seed means at d_qk = 8): 1.83 to 1.86 nats per character on Shakespeare "
+        "All 3 settings meet their bars (seed means at query/key width 8): 1.83 to 1.86 nats per character on Shakespeare "
         "and a test accuracy of 0.96 on MNIST, and uniform attention in place of the trained one raises the test "
         "loss by 1.1 to 6.2 nats")
     mixed = _quality(("shakespeare", 32, 2.69, 1.08), ("bbc", 64, 2.9, 1.3), ("mnist", 16, 0.96, 0.01))
@@ -234,8 +234,8 @@ def test_bars_rule_and_quality_view_say_the_bars_in_words():
         "least 0.95 test accuracy on MNIST")   # 2.8 ln 2 = 1.9408
     view = ch.quality_view(_quality(("shakespeare", 32, 2.69, 1.08), ("mnist", 16, 0.94, 6.2)))
     assert view.loc["shakespeare, n\u00a0=\u00a032", "bar"] == "≤ 1.94 nats per character (2.8 bits)"
-    assert view.loc["shakespeare, n\u00a0=\u00a032", "seed mean at the largest d_qk"] == pytest.approx(2.69 * 0.6931472)
-    assert view.loc["mnist, n\u00a0=\u00a016", "seed mean at the largest d_qk"] == pytest.approx(0.94)
+    assert view.loc["shakespeare, n\u00a0=\u00a032", "seed mean at the largest query/key width"] == pytest.approx(2.69 * 0.6931472)
+    assert view.loc["mnist, n\u00a0=\u00a016", "seed mean at the largest query/key width"] == pytest.approx(0.94)
     assert view.loc["mnist, n\u00a0=\u00a016", "bar"] == "≥ 0.95 test accuracy"
     assert view.included.tolist() == ["yes", "no"] and view["models at the step cap"].tolist() == ["0 of 12"] * 2
 
@@ -265,9 +265,9 @@ def test_saturation_summary_and_headline_read_the_outcomes_of_every_setting():
                        + _sat("mnist", 16, flat, (8, "inside", 4, 16), (4, "inside", 2, 4))
                        + _sat("bbc", 128, (8, "inside", 8, 8), (8, "inside", 8, 8), (1, "at_first", 1, 1)))
     assert ch.saturation_summary(sat, q) == (
-        "In the 3 settings that meet their bars, the loss saturates at d_qk 9 to 16 in 2 and nowhere in mnist at "
-        "n = 16 (its seed-mean curve has a missing value); the hardmax rank saturates at d_qk 3 to 8 in all 3; the "
-        "numerical rank saturates already at the smallest d_qk in 2 and at d_qk 3 to 4 in mnist at n = 16")
+        "In the 3 settings that meet their bars, the loss saturates at query/key width 9 to 16 in 2 and nowhere in mnist at "
+        "n = 16 (its seed-mean curve has a missing value); the hardmax rank saturates at query/key width 3 to 8 in all 3; the "
+        "numerical rank saturates already at the smallest query/key width in 2 and at query/key width 3 to 4 in mnist at n = 16")
     included = dict(zip(zip(q.domain, q.n), q.included))
     outcomes, reasons = {}, {}
     for label in ch.RANK_LABELS:
@@ -285,8 +285,8 @@ def test_saturation_summary_and_headline_read_the_outcomes_of_every_setting():
         "3 of 4 settings meet their quality bars, and 2 of the 4 can decide whether loss and rank saturate together; "
         "mnist at n = 16 cannot (a curve has a missing value); bbc at "
         "n = 128 cannot (below the quality bar: untestable at this budget). By the hardmax rank, the two saturate "
-        "together in 1 and the loss saturates at a larger d_qk in 1; by the numerical rank, the loss saturates at a "
-        "larger d_qk in both (95 % bootstrap intervals over 3 seeds).")
+        "together in 1 and the loss saturates at a larger query/key width in 1; by the numerical rank, the loss saturates at a "
+        "larger query/key width in both (95 % bootstrap intervals over 3 seeds).")
     nobody = q.assign(included=False)
     assert ch.headline(nobody, outcomes, reasons, "3 seeds") == (
         "None of the 4 settings meets its quality bar, so whether loss and rank saturate together is untestable at "
