@@ -604,7 +604,8 @@ def permutation_verdict(above: pd.DataFrame, cells: pd.DataFrame) -> Verdict:
     sentence = (f"{plural(len(over), 'head')} above {CEILING:.2f} n by the hardmax rank in the "
                 f"{plural(len(usable), 'cell')} of {join(tasks)} that meet the quality bar")
     if len(over):
-        sentence += (f", at query/key widths from {int(over.d_qk.min())} to {int(over.d_qk.max())}, up to "
+        low, high = int(over.d_qk.min()), int(over.d_qk.max())
+        sentence += (f", at query/key {'width' if low == high else 'widths'} {span_short(low, high)}, up to "
                      f"{over.hardmax_over_n.max():.2f} n")
     return Verdict("breaks" if len(over) else "holds", sentence, rule,
                    {"cells": len(usable), "heads_above": len(over)})

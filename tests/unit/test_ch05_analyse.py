@@ -416,7 +416,7 @@ def test_ceiling_and_permutation_verdicts_read_the_heads_and_the_patterns():
     result = chapter.judge(params(TASKS=["reversal"], N_VALUES=[16, 64]), perm, replicates=20)
     assert result.verdicts["ch5_ceiling_verdict"].outcome == "pattern_forced"
     breaks = result.verdicts["ch5_permutation_verdict"]
-    assert breaks.outcome == "breaks" and breaks.evidence["heads_above"] == 6 and "d_qk from 2 to 2" in breaks.sentence
+    assert breaks.outcome == "breaks" and breaks.evidence["heads_above"] == 6 and "at query/key width 2, up to" in breaks.sentence
 
 
 def test_the_bootstrap_reads_a_resample_of_extra_seeds_at_the_widths_they_have():
