@@ -199,10 +199,24 @@ def measure_text(measure: str, powers: bool = False) -> str:
 
 
 def latex(expr) -> str:
-    """A sympy expression as the book's LaTeX: the natural logarithm written ln, as the prose writes it."""
-    import sympy as sp
+    """A sympy expression as the book's LaTeX, written as the prose writes it: the natural logarithm as ln; a
+    negative constant after the other term of a two-term sum (e - 1, not sympy's -1 + e); a positive constant
+    first when every other term is negative (1 - g_1 - g_2, not -g_1 - g_2 + 1)."""
+    from sympy.printing.latex import LatexPrinter
 
-    return sp.latex(expr, ln_notation=True)
+    class BookPrinter(LatexPrinter):
+        def _print_Add(self, expr, order=None):
+            terms = list(expr.as_ordered_terms())
+            if (len(terms) == 2 and terms[0].is_Number and terms[0].is_negative
+                    and not terms[1].could_extract_minus_sign()):
+                return f"{self._print(terms[1])} - {self._print(-terms[0])}"
+            rest = terms[:-1]
+            if (len(terms) > 1 and terms[-1].is_Number and terms[-1].is_positive
+                    and all(t.could_extract_minus_sign() for t in rest)):
+                return self._print(terms[-1]) + "".join(f" - {self._print(-t)}" for t in rest)
+            return super()._print_Add(expr, order)
+
+    return BookPrinter({"ln_notation": True}).doprint(expr)
 
 
 def broken_equation(lhs: str, expr, terms_per_line: int = 3) -> str:

@@ -128,3 +128,16 @@ def test_sympy_maths_writes_the_natural_log_as_ln():
     n, L = sp.symbols("n L", positive=True)
     assert plotting.latex(L / sp.log(n)) == r"\frac{L}{\ln{\left(n \right)}}"
     assert r"\log" not in plotting.broken_equation("d", sp.log(n) + L + n ** 2 + 1, terms_per_line=2)
+
+
+def test_sympy_maths_writes_a_negative_constant_last_as_the_prose_does():
+    import sympy as sp
+
+    t, eps, n = sp.symbols("t varepsilon n", positive=True)
+    assert plotting.latex(t ** 4 / (4 * eps * (sp.E - 1))) == r"\frac{t^{4}}{4 \varepsilon \left(e - 1\right)}"
+    assert plotting.latex((sp.E - 2) / sp.E ** 2) == r"\frac{e - 2}{e^{2}}"
+    g1, g2 = sp.symbols("g_1 g_2")
+    assert plotting.latex((1 - g1 - g2) ** n) == r"\left(1 - g_{1} - g_{2}\right)^{n}"
+    # only two-term sums with a negative constant move; the value is unchanged
+    assert plotting.latex(-n / sp.E + n + 1) == sp.latex(-n / sp.E + n + 1)
+    assert sp.parse_expr(plotting.latex(sp.E - 1).replace("e", "E")) == sp.E - 1
