@@ -240,7 +240,7 @@ def bridge_view(table: pd.DataFrame) -> pd.DataFrame:
 
     from ..saturation import bracket_text
     rows = [{"task": r.task, "n": f"n\u00a0=\u00a0{r.n}",
-             "smallest d_qk": bracket_text(r.d_qk_trained, r.d_star, r.d_star_at_first),
+             "smallest width": bracket_text(r.d_qk_trained, r.d_star, r.d_star_at_first),
              "seeds": r.seeds, "logit scale L": number(r.L, 3), "target mass": number(1 - r.eps, 2),
              "lower bound": int(r.lower), "d_rand": spread(r, "d_rand"), "d* / d_rand": spread(r, "ratio"),
              "bracket meets the band": f"{r.inside} of {r.seeds}",

@@ -118,7 +118,7 @@ def heldout_view(tables: dict) -> pd.DataFrame:
     whether the form predicts it."""
     rows = [{"task": r.task, "form": scaling.FORM_WORDS[r.form].replace(" ", "\u00a0"),
              "fitted to n": ", ".join(map(str, r.fitted_n)), "held-out n": r.n,
-             "predicted d_qk (95 % interval)":
+             "predicted width (95 % interval)":
                  f"{number(r.predicted, 2)} ({span_short(r.predicted_low, r.predicted_high, 2)})",
              "measured (95 % interval)": f"{number(r.d_star)} ({span_short(r.measured_low, r.measured_high)})",
              "predicts it": "yes" if r.predicts else "no"}

@@ -159,7 +159,7 @@ def comparison_view(table: pd.DataFrame, s: float) -> pd.DataFrame:
             .set_index("scalable softmax").rename_axis(index=None)
     label = f"with s\u00a0ln\u00a0n (s\u00a0=\u00a0{number(s)})"
     rows = [{"task": r.task, "n": f"n\u00a0=\u00a0{r.n}",
-             "smallest d_qk, standard": r.standard_width, f"smallest d_qk, {label}": r.scaled_width,
+             "smallest width, standard": r.standard_width, f"smallest width, {label}": r.scaled_width,
              "95 % intervals (standard; scaled)": f"{r.standard_interval}; {r.scaled_interval}",
              "L at the smallest width (standard; scaled)": f"{number(r.standard_L, 3)}; {number(r.scaled_L, 3)}",
              "L at the largest width (standard; scaled)": f"{number(r.standard_L_top, 3)}; {number(r.scaled_L_top, 3)}",

@@ -831,14 +831,14 @@ def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
     """Table 5.2: one row per (task, n) cell with its accuracy, saturation widths and its models meeting the bar."""
     view = pd.DataFrame({
         "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
-        "accuracy at the largest d_qk": cells.top_accuracy,
-        "smallest d_qk (accuracy)": [d_star_text(r) if r.usable else "–" for r in cells.itertuples()],
+        "accuracy at the largest width": cells.top_accuracy,
+        "smallest width (accuracy)": [d_star_text(r) if r.usable else "–" for r in cells.itertuples()],
         "95 % interval": [span_short(lo, hi) if ok else "–" for lo, hi, ok in
                           zip(cells.d_star_low, cells.d_star_high, cells.usable)],
-        "smallest d_qk (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
-        "smallest d_qk (numerical rank)": cells.d_star_numerical_rank.where(cells.usable),
-        "models meeting the bar at the largest d_qk": [f"{p} of {m}" for p, m in zip(cells.top_passing, cells.top_models)],
-        "d_qk trained": cells.d_qk_trained.map(lambda d: ", ".join(map(str, d)))})
+        "smallest width (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
+        "smallest width (numerical rank)": cells.d_star_numerical_rank.where(cells.usable),
+        "models meeting the bar at the largest width": [f"{p} of {m}" for p, m in zip(cells.top_passing, cells.top_models)],
+        "widths trained": cells.d_qk_trained.map(lambda d: ", ".join(map(str, d)))})
     return view.set_index(["task", "n"]).rename_axis(index=[None, None])
 
 
@@ -880,7 +880,7 @@ def above_view(above: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
         over = above[(above.task == task) & (above.n == n)]
         rows.append({"task": task, "n": f"n\u00a0=\u00a0{n}",   # no line break inside "n = 128"
                      "heads above 0.63 n": f"{len(over)} of {heads}",
-                     "their d_qk": ", ".join(map(str, sorted(over.d_qk.unique()))) or "–",
+                     "their widths": ", ".join(map(str, sorted(over.d_qk.unique()))) or "–",
                      "smallest hardmax rank / n": over.hardmax_over_n.min() if len(over) else math.nan,
                      "smallest numerical rank / n": over.numerical_over_n.min() if len(over) else math.nan})
     return pd.DataFrame(rows).set_index(["task", "n"]).rename_axis(index=[None, None])
@@ -895,7 +895,7 @@ def verdicts_view(result: ChapterResult, cells: pd.DataFrame, tasks) -> pd.DataF
         verdict = result.verdicts[f"ch5_{task}_verdict"]
         law = result.verdicts.get(f"ch5_{task}_law")
         held = result.verdicts.get(f"ch5_{task}_heldout")
-        rows.append({"task": task, "verdict": verdict.sentence, "smallest d_qk": curve_text(cells, task),
+        rows.append({"task": task, "verdict": verdict.sentence, "smallest width": curve_text(cells, task),
                      "cells left out": excluded_text(cells, task), "robustness": robustness_text(verdict),
                      "the largest n held out": held.sentence if held else "–",
                      "the margin law (widest heads)": law.sentence if law else "–"})

@@ -265,7 +265,7 @@ def test_the_ceiling_table_has_one_row_per_cell_with_the_smallest_rank_of_the_he
     for n in (16, 64):
         row = view.loc[("copy", f"n\u00a0=\u00a0{n}")]
         assert row["heads above 0.63 n"] == f"{6 if n == 16 else 5} of {heads[n]}"
-        assert row["their d_qk"] == "8, 9"
+        assert row["their widths"] == "8, 9"
         assert row["smallest hardmax rank / n"] == pytest.approx(0.7)
         assert row["smallest numerical rank / n"] == pytest.approx(0.3)   # at d_qk = 8 only the hardmax rank is above
 
