@@ -299,8 +299,9 @@ def saturation_display(sat: pd.DataFrame, together: pd.DataFrame | None = None) 
         if np.isfinite(low):
             # a cell is one line: no break inside the bracket, before the interval or after its dash
             text = text.replace(" to ", "–\u2060").replace("≤ ", "≤\u00a0")
-            interval = f"≤\u00a0{english.number(high)}" if low == 0 else \
-                f"{english.number(low)}–\u2060{english.number(high)}"
+            # a discrete answer that every resample gives is one width, not a zero-width range "4–4"
+            interval = (f"≤\u00a0{english.number(high)}" if low == 0 else english.number(low) if low == high
+                        else f"{english.number(low)}–\u2060{english.number(high)}")
             text += f"\u00a0({interval})"
         return text
 

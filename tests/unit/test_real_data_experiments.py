@@ -196,6 +196,9 @@ def test_saturation_display_names_the_edge_cases():
     together = pd.DataFrame([{"domain": "bbc", "n": 64, "hardmax": "loss_later", "numerical@1e-03": "untestable"}])
     row = ch.saturation_display(sat, together).loc["bbc, n\u00a0=\u00a064"]
     assert row.tolist()[3:] == ["loss later", "cannot decide"]
+    # every resample at one inside width: that width, not a zero-width range "4–4"
+    one = sat.iloc[[0]].assign(value=4.0, low=4.0, high=4.0, grid=[[1, 2, 3, 4, 16]])
+    assert ch.saturation_display(one).loc["bbc, n\u00a0=\u00a064", "loss"] == "4\u00a0(4)"
 
 
 def _quality(*settings):
