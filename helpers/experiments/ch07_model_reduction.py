@@ -401,7 +401,10 @@ def analyse(P) -> ChapterResult:
     result.quote("ch7_tolerance_pct", 100 * TOLERANCE, "g")
     result.quote("ch7_included", english.count_of(len(included), len(q), "setting"))
     full_rank = curves[(curves.stage == "truncated") & (curves.r == d_max)]
-    result.quote("ch7_full_rank_change", float((full_rank.loss - full_rank.base_loss).abs().max()), digits=1)
+    change = float((full_rank.loss - full_rank.base_loss).abs().max())
+    result.quote("ch7_full_rank_change", change, digits=1)
+    result.quote("ch7_full_rank_text", "leaves the loss exactly as it was" if change == 0 else
+                 f"changes the loss by at most {english.number(change, 1)} nats (float rounding)")
     result.quote("ch7_smallest_summary", smallest_summary(smallest, d_max))
     control = curves[(curves.stage == "finetuned") & (curves.r == d_max)]
     change = 100 * (control.loss - control.base_loss) / control.base_loss
