@@ -108,10 +108,15 @@ def breaking_threshold(n: int, examples: int, sds: float = BREAK_SDS) -> float:
     return theory.expected_hardmax_rank(n) + sds * math.sqrt(theory.hardmax_rank_variance(n) / examples)
 
 
-def trained_verdict(breaking_by_task: dict[str, int], heads: int, accuracy_by_task: dict | None = None) -> Verdict:
-    """How many trained heads break the barrier, and on which tasks (`breaking_by_task`: task -> breaking heads).
-    With `accuracy_by_task`, only the tasks whose models learned (mean test accuracy at least SOLVED) count, and the
-    verdict is "untestable" when none did."""
+def trained_verdict(breaking_by_task: dict[str, int], heads: int | dict[str, int],
+                    accuracy_by_task: dict | None = None) -> Verdict:
+    """How many trained heads break the barrier, and on which tasks (`breaking_by_task`: task -> breaking heads;
+    `heads`: all trained heads, or task -> heads). With `accuracy_by_task`, only the tasks whose models learned
+    (mean test accuracy at least SOLVED) count, in the breaking heads and, when `heads` is per task, in the heads
+    they are counted out of; the verdict is "untestable" when no task was learned."""
+    if isinstance(heads, dict):
+        learned = set(heads) if accuracy_by_task is None else {t for t, a in accuracy_by_task.items() if a >= SOLVED}
+        heads = int(sum(k for t, k in heads.items() if t in learned))
     if accuracy_by_task is not None:
         learned = {t for t, a in accuracy_by_task.items() if a >= SOLVED}
         if not learned:
@@ -345,7 +350,8 @@ def _trained(P, result) -> None:
     result.frames["trained_summary"] = per_task.reset_index()
     result.data["trained_table"] = per_task
     result.verdict("ch8_trained_breaks", trained_verdict(per_task.breaking.astype(int).to_dict(),
-                                                         int(per_task.heads.sum()), per_task.accuracy.to_dict()))
+                                                         per_task.heads.astype(int).to_dict(),
+                                                         per_task.accuracy.to_dict()))
     result.quote("ch8_tasks", english.join(P.TASKS))
     result.quote("ch8_train_steps", P.TRAIN_STEPS, "d")
     result.quote("ch8_train_models", len(P.TASKS) * len(seeds), "d")

@@ -116,6 +116,13 @@ def test_trained_heads_break_the_barrier_more_often_than_initial_heads(metrics):
     assert verdict["outcome"] == "breaks" and verdict["evidence"]["breaking"] == values["ch8_break_trained"]
     assert verdict["evidence"]["by_task"]["reversal"] >= 1
     heads = values["trained_heads"]
+    # counted out of the heads of the tasks that were learned (mean test accuracy >= 0.9), recounted here
+    trained = [h for h in heads if h["stage"] == "trained"]
+    by_task = {}
+    for h in trained:
+        by_task.setdefault(h["task"], []).append(h["test_accuracy"])
+    accuracy = {task: sum(values) / len(values) for task, values in by_task.items()}
+    assert verdict["evidence"]["heads"] == sum(1 for h in trained if accuracy[h["task"]] >= 0.9)
     reversal = [h for h in heads if h["task"] == "reversal" and h["stage"] == "trained"]
     assert reversal and reversal[0]["test_accuracy"] > 0.9
     assert max(h["rank_hardmax"] / h["length"] for h in reversal) > 1 - 1 / math.e

@@ -118,6 +118,10 @@ def test_trained_verdict_counts_only_tasks_that_were_learned():
     assert gated.outcome == "breaks" and gated.evidence["breaking"] == 1, "reversal did not learn: its heads do not count"
     none = chapter.trained_verdict({"reversal": 3}, 8, {"reversal": 0.5})
     assert none.outcome == "untestable" and "untestable at this budget" in none.sentence
+    # per-task heads: the unlearned task's heads leave the denominator too (1 of 8 copy heads, not 1 of 16)
+    per_task = chapter.trained_verdict({"reversal": 3, "copy": 1}, {"reversal": 8, "copy": 8},
+                                       {"reversal": 0.5, "copy": 0.95})
+    assert per_task.evidence["heads"] == 8 and per_task.sentence.startswith("1 of 8 trained heads")
 
 
 def test_general_barrier_and_causal_verdicts():
