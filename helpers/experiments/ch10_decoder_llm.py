@@ -176,17 +176,17 @@ def redundancy_verdict(comp, base, d_head: int, tolerance: float) -> Verdict:
     text = needed_text(needed, grid_r)
     logs = english.join([f"{math.ceil(math.log2(n))}" for n in sorted(needed)])
     evidence = {"needed": {str(k): v for k, v in needed.items()}, "flips": flips, "windows": len(keys)}
-    rule = ("fails when the needed rank's bracket lies above ceil(log2 n) at every n, holds when it is at most "
-            "ceil(log2 n) at every n, on every leave-one-window-out")
+    rule = ("fails when the needed rank's bracket lies above ⌈log₂ n⌉ at every n, holds when it is at most "
+            "⌈log₂ n⌉ at every n, on every leave-one-window-out")
     if flips or decided == robust.UNTESTABLE:
         why = f"leaving out {english.join(flips)} changes it" if flips else "the brackets straddle ⌈log₂ n⌉"
         return Verdict(robust.UNTESTABLE, f"untestable at this budget ({why}): the smallest r within {pct} % is "
                        f"{text}, against ⌈log₂ n⌉ = {logs}", rule=rule, evidence=evidence)
     if decided == "fails":
         sentence = (f"fails: to keep the perplexity within {pct} %, every head needs {text}, more than "
-                    f"ceil(log2 n) = {logs}")
+                    f"⌈log₂ n⌉ = {logs}")
     else:
-        sentence = f"holds: the smallest r within {pct} % is {text}, at most ceil(log2 n) = {logs}"
+        sentence = f"holds: the smallest r within {pct} % is {text}, at most ⌈log₂ n⌉ = {logs}"
     return Verdict(decided, sentence, rule=rule, evidence=evidence)
 
 
