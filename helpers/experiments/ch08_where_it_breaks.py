@@ -157,7 +157,8 @@ def unlearned_sentence(accuracy_by_task: dict[str, float], bar: float = SOLVED) 
         return f"every task was learned (at least {english.percent(bar)} test accuracy)"
     verb = "was" if len(missed) == 1 else "were"
     return (f"{english.join(missed)} {verb} not learned (the bar is {english.percent(bar)}), so the heads of "
-            f"{'that task say' if len(missed) == 1 else 'those tasks say'} nothing about what a solution needs")
+            f"{'that task say' if len(missed) == 1 else 'those tasks say'} nothing about what a solution needs and "
+            "are left out of the count at the top of this chapter")
 
 
 def collapse_verdict(pure_max: float, residual_min: float) -> Verdict:
