@@ -64,7 +64,7 @@ def run(task: str, seeds: int, steps: int | None, threads: int | None) -> dict:
     seed_list = list(range(seeds))
     stack = ModelStack.build([cfg] * seeds, seed_list, device="cpu")
     started = time.perf_counter()
-    recipe = Recipe(steps=steps, batch_size=batch, eval_every=100, patience=20 if task.startswith("copy") else 8,
+    recipe = Recipe(steps=steps, batch_size=batch, eval_every=100, curve=True, patience=20 if task.startswith("copy") else 8,
                     **{"lr": 3e-3, **train_options})
     result = train(stack, data, recipe, seed_list, threads=threads, progress=True)
     seconds = time.perf_counter() - started

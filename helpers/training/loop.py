@@ -150,15 +150,16 @@ class _Run:
             self.running, self.count = torch.zeros(len(self.stack), dtype=torch.float64), 0
 
     def evaluate(self, step: int) -> None:
-        """Test scores of the models in `work` (every model at step 0), then their validation losses, which may
-        stop them."""
+        """Test scores of the models in `work` (every model at step 0; later only with `recipe.curve`), then their
+        validation losses, which may stop them."""
         live = self.live()
         batch = max(self.recipe.batch_size, 256)
-        scores = {k: self.spread(v) for k, v in
-                  evaluate_stack(self.work, self.data.test_x, self.data.test_y, batch_size=batch).items()}
         which = range(len(self.stack)) if step == 0 else live
-        self.log(step, "test_loss", scores["loss"], which)
-        self.log(step, "test_accuracy", scores["accuracy"], which)
+        if step == 0 or self.recipe.curve:
+            scores = {k: self.spread(v) for k, v in
+                      evaluate_stack(self.work, self.data.test_x, self.data.test_y, batch_size=batch).items()}
+            self.log(step, "test_loss", scores["loss"], which)
+            self.log(step, "test_accuracy", scores["accuracy"], which)
         self.log(step, "seconds", [time.perf_counter() - self.started] * len(self.stack), which)
         if len(self.val_x):
             val = self.spread(evaluate_stack(self.work, self.val_x, self.val_y, batch_size=batch)["loss"])

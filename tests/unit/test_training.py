@@ -474,7 +474,7 @@ def test_history_is_tidy_deterministic_and_leaves_the_global_rng_alone():
     d = data.load("reversal", 8, n_train=64, n_test=8)
     torch.manual_seed(0)
     state = torch.get_rng_state()
-    runs = [fit(tiny(d), d, [3], steps=10, batch_size=16, eval_every=5, log_every=5) for _ in range(2)]
+    runs = [fit(tiny(d), d, [3], steps=10, batch_size=16, eval_every=5, log_every=5, curve=True) for _ in range(2)]
     assert torch.equal(torch.get_rng_state(), state)
     a, b = (r.history[r.history.metric != "seconds"].reset_index(drop=True) for r in runs)
     assert list(a.columns) == ["model", "step", "metric", "value"]
@@ -516,3 +516,24 @@ def test_bad_training_arguments_fail_before_any_step():
         with pytest.raises(ArgumentError, match=f"Argument {name}:"):
             call()
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_the_test_curve_is_optional_and_changes_no_weight_and_no_stop(copy_data):
+    """`curve=False` (the default) scores the test set only at the start and the end; the weights, the stopping
+    steps and the final scores are bitwise those of a run that scores it at every evaluation (scoring has no side
+    effect on training)."""
+    knobs = dict(steps=60, batch_size=16, eval_every=10, patience=2, min_improvement=0.5, val_examples=32)
+    runs = {}
+    for curve in (False, True):
+        stack = ModelStack.build(configs(copy_data, [1, 4, 8]), [0, 1, 2])
+        runs[curve] = (stack, fit(stack, copy_data, [0, 1, 2], curve=curve, **knobs))
+    (plain, quiet), (curved, loud) = runs[False], runs[True]
+    assert quiet.status.equals(loud.status)
+    assert quiet.status.converged.any(), "the rule must stop some model, or the stopping steps test nothing"
+    for name, value in plain.params.items():
+        assert torch.equal(value, curved.params[name]), name
+    steps = lambda result: sorted(set(result.history[result.history.metric == "test_loss"].step))
+    assert len(steps(quiet)) == 2 and steps(quiet)[0] == 0   # the start and the end
+    assert len(steps(loud)) > 2
+    with pytest.raises(ArgumentError, match="curve"):
+        Recipe(curve="yes")
