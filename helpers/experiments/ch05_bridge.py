@@ -242,7 +242,8 @@ def bridge_view(table: pd.DataFrame) -> pd.DataFrame:
     rows = [{"task": r.task, "n": f"n\u00a0=\u00a0{r.n}",
              "smallest width": bracket_text(r.d_qk_trained, r.d_star, r.d_star_at_first),
              "seeds": r.seeds, "logit scale L": number(r.L, 3), "target mass": number(1 - r.eps, 2),
-             "lower bound": int(r.lower), "random-code width": spread(r, "d_rand"), "smallest / random-code width": spread(r, "ratio"),
+             "lower bound": int(r.lower), "random-code width": spread(r, "d_rand"),
+             "smallest / random-code width": spread(r, "ratio"),
              "bracket meets the band": f"{r.inside} of {r.seeds}",
              "random-code width of the widest heads": spread(r, "wide_d_rand")}
             for r in table.itertuples()]

@@ -114,11 +114,10 @@ def trained_verdict(breaking_by_task: dict[str, int], heads: int | dict[str, int
     `heads`: all trained heads, or task -> heads). With `accuracy_by_task`, only the tasks whose models learned
     (mean test accuracy at least SOLVED) count, in the breaking heads and, when `heads` is per task, in the heads
     they are counted out of; the verdict is "untestable" when no task was learned."""
+    learned = None if accuracy_by_task is None else {t for t, a in accuracy_by_task.items() if a >= SOLVED}
     if isinstance(heads, dict):
-        learned = set(heads) if accuracy_by_task is None else {t for t, a in accuracy_by_task.items() if a >= SOLVED}
-        heads = int(sum(k for t, k in heads.items() if t in learned))
-    if accuracy_by_task is not None:
-        learned = {t for t, a in accuracy_by_task.items() if a >= SOLVED}
+        heads = int(sum(k for t, k in heads.items() if learned is None or t in learned))
+    if learned is not None:
         if not learned:
             return Verdict("untestable", f"untestable at this budget: no task's models reached a test accuracy of "
                            f"{english.percent(SOLVED)}", rule=f"only tasks learned to {SOLVED:g} accuracy count",
