@@ -86,9 +86,11 @@ class Robustness:
         return {"perturbations": self.checked, "flips": [{"perturbation": p, "outcome": o} for p, o in self.flips]}
 
     def flip_text(self, words: dict | None = None, most: int = 2) -> str:
-        """"leaving seed 2 out gives linear" style: the first `most` flips in words (`words` maps outcomes to words)."""
+        """"with seed 2 left out, they point to linear": the first `most` flips in words (`words` maps outcomes to
+        noun phrases, as in "all the data point to ..."; an untestable flip reads "no answer is decided")."""
         words = words or {}
-        parts = [f"with {label}, it is {words.get(o, o)}" for label, o in self.flips[:most]]
+        parts = [f"with {label}, no answer is decided" if o == UNTESTABLE else
+                 f"with {label}, they point to {words.get(o, o)}" for label, o in self.flips[:most]]
         more = len(self.flips) - most
         if more > 0:
             parts.append(f"{more} more {'perturbation changes' if more == 1 else 'perturbations change'} it")

@@ -227,8 +227,8 @@ def quote_bridge(result, laws: pd.DataFrame, table: pd.DataFrame, verdicts: dict
 
 
 def bridge_view(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 5.5: per usable cell, the measured smallest d_qk beside the law's widths (seed medians; for the law's
-    widths the range over seeds in brackets)."""
+    """The bridge table (`tbl-ch5-bridge`): per usable cell, the measured smallest d_qk beside the law's widths
+    (seed medians; for the law's widths the range over seeds in brackets)."""
     if table.empty:
         return pd.DataFrame({"bridge": ["no usable cell of copy, reversal or high_rank"]}).set_index("bridge") \
             .rename_axis(index=None)

@@ -114,8 +114,8 @@ def sentence(task: str, table: pd.DataFrame) -> str:
 
 
 def heldout_view(tables: dict) -> pd.DataFrame:
-    """Table 5.4: per task and form, the prediction at the largest n with its interval, the measured width, and
-    whether the form predicts it."""
+    """The held-out table (`tbl-ch5-heldout`): per task and form, the prediction at the largest n with its
+    interval, the measured width, and whether the form predicts it."""
     rows = [{"task": r.task, "form": scaling.FORM_WORDS[r.form].replace(" ", "\u00a0"),
              "fitted to n": ", ".join(map(str, r.fitted_n)), "held-out n": r.n,
              "predicted width (95 % interval)":

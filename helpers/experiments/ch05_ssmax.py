@@ -153,7 +153,7 @@ def comparison_table(standard_cells: pd.DataFrame, scaled_cells: pd.DataFrame, s
 
 
 def comparison_view(table: pd.DataFrame, s: float) -> pd.DataFrame:
-    """Table 5.8: the comparison per (task, n), for the page."""
+    """The comparison table (`tbl-ch5-ssmax`): the comparison per (task, n), for the page."""
     if table.empty:
         return pd.DataFrame({"scalable softmax": ["not run (SSMAX_N_VALUES is empty)"]}) \
             .set_index("scalable softmax").rename_axis(index=None)
@@ -169,7 +169,7 @@ def comparison_view(table: pd.DataFrame, s: float) -> pd.DataFrame:
 
 
 def verdicts_view(verdicts: dict) -> pd.DataFrame:
-    """Table 5.9: each task's verdict on the prediction ({task: Verdict}), one row per task."""
+    """`tbl-ch5-ssmax-verdicts`: each task's verdict on the prediction ({task: Verdict}), one row per task."""
     if not verdicts:
         return pd.DataFrame({"verdict": ["no task was compared"]}).set_index("verdict").rename_axis(index=None)
     return pd.DataFrame({"verdict": [v.sentence for v in verdicts.values()]}, index=list(verdicts))

@@ -475,7 +475,7 @@ def headline(verdicts: dict) -> str:
 
 
 def prediction_text(verdicts: dict) -> str:
-    """How the answers compare with the literature's prediction for every task here (Table 5.1): each solving
+    """How the answers compare with the literature's prediction for every task here (`tbl-ch5-tasks`): each solving
     pattern is sparse, so a width of order log n suffices to express it; an answer that grows faster means the
     trained models need more width than expressing the pattern does, at this budget."""
     tested = {task: v.outcome for task, v in verdicts.items() if v.outcome != "untestable"}
@@ -817,7 +817,8 @@ TASK_WORDS = {
 
 
 def tasks_table(P) -> pd.DataFrame:
-    """Table 5.1: per task, the pattern that solves it, the literature's prediction, its hardmax rank per n, the bar."""
+    """`tbl-ch5-tasks`: per task, the pattern that solves it, the literature's prediction, its hardmax rank per
+    n, the bar."""
     return pd.DataFrame([
         {"task": task, "the pattern that solves it": TASK_WORDS[task][0],
          "what the literature predicts": TASK_WORDS[task][1],
@@ -828,7 +829,8 @@ def tasks_table(P) -> pd.DataFrame:
 
 
 def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
-    """Table 5.2: one row per (task, n) cell with its accuracy, saturation widths and its models meeting the bar."""
+    """`tbl-ch5-cells`: one row per (task, n) cell with its accuracy, saturation widths and its models meeting
+    the bar."""
     view = pd.DataFrame({
         "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
         "accuracy at the largest width": cells.top_accuracy,
@@ -851,7 +853,7 @@ COEFFICIENT_WORDS = {"a": "a", "b": "b", "c": "c", "alpha": "α"}
 
 
 def fits_view(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 5.3: per task and form, the coefficients and the loss with their 95 % intervals."""
+    """`tbl-ch5-fits`: per task and form, the coefficients and the loss with their 95 % intervals."""
     if table.empty:
         return pd.DataFrame({"fit": ["no task has enough usable n for a fit"]}).set_index("fit").rename_axis(index=None)
     rows = []
@@ -867,7 +869,7 @@ def fits_view(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def above_view(above: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
-    """Table 5.4: one row per (task, n) with models that count: how many of their heads end above the 0.63 n
+    """`tbl-ch5-above`: one row per (task, n) with models that count: how many of their heads end above the 0.63 n
     ceiling (by either measure), the d_qk those heads have, and the smallest hardmax and numerical rank / n among
     them (NaN when no head is above)."""
     converged = counted(models)
@@ -887,23 +889,25 @@ def above_view(above: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdicts_view(result: ChapterResult, cells: pd.DataFrame, tasks) -> pd.DataFrame:
-    """Table 5.4: per task, its growth verdict, its smallest d_qk per n with the 95 % intervals, the cells it
-    leaves out, what the robustness check found, the held-out test of the forms (`ch05_heldout`), and what the margin
-    law read off the widest heads says."""
+    """`tbl-ch5-verdicts`: one row per (task, finding) and the finding in words: the task's growth verdict, its smallest
+    d_qk per n with the 95 % intervals, the cells it leaves out, what the robustness check found, the held-out test
+    of the forms (`ch05_heldout`) and what the margin law read off the widest heads says. Long rather than wide:
+    each finding is a sentence, and one wide column reads better than six narrow ones."""
     rows = []
     for task in tasks:
         verdict = result.verdicts[f"ch5_{task}_verdict"]
         law = result.verdicts.get(f"ch5_{task}_law")
         held = result.verdicts.get(f"ch5_{task}_heldout")
-        rows.append({"task": task, "verdict": verdict.sentence, "smallest width": curve_text(cells, task),
-                     "cells left out": excluded_text(cells, task), "robustness": robustness_text(verdict),
-                     "the largest n held out": held.sentence if held else "–",
-                     "the margin law (widest heads)": law.sentence if law else "–"})
-    return pd.DataFrame(rows).set_index("task").rename_axis(index=None)
+        findings = {"growth verdict": verdict.sentence, "smallest width per n": curve_text(cells, task),
+                    "cells left out": excluded_text(cells, task), "robustness": robustness_text(verdict),
+                    "the largest n held out": held.sentence if held else "–",
+                    "the margin law (widest heads)": law.sentence if law else "–"}
+        rows += [{"task": task, "finding": what, "in words": text} for what, text in findings.items()]
+    return pd.DataFrame(rows).set_index(["task", "finding"]).rename_axis(index=[None, None])
 
 
 def fresh_view(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 5.7: the fresh-seed check per retrained (task, n, d_qk): the fresh and the chapter's seed-mean
+    """`tbl-ch5-fresh`: the fresh-seed check per retrained (task, n, d_qk): the fresh and the chapter's seed-mean
     accuracy, the chapter's saturation target, whether each reaches it, and the fresh models meeting the bar."""
     if table.empty:
         return pd.DataFrame({"fresh seeds": ["no width was retrained"]}).set_index("fresh seeds").rename_axis(index=None)

@@ -383,6 +383,9 @@ QUANTITY_WORDS = {"loss": "the loss", "hardmax": "the hardmax rank", RANK_LABELS
 OUTCOME_WORDS = {"loss_later": "the loss saturates at a larger query/key width",
                  "together": "the two saturate together",
                  "rank_later": "the rank saturates at a larger query/key width"}
+OUTCOME_NOUNS = {"loss_later": "the loss saturating at a larger query/key width",   # "all the data point to ..."
+                 "together": "the two saturating together",
+                 "rank_later": "the rank saturating at a larger query/key width"}
 
 
 def saturation_summary(sat: pd.DataFrame, q: pd.DataFrame) -> str:
@@ -792,7 +795,7 @@ def robust_together(models: pd.DataFrame, sat: pd.DataFrame, q: pd.DataFrame, ve
                 if row.quantity in ("loss", label):
                     perturbed[label].append((text, together_verdict(outcomes[label], label).outcome))
     return {label: robust.Robustness.of(verdicts[label].outcome, perturbed[label]).apply(
-        verdicts[label], words=OUTCOME_WORDS) for label in RANK_LABELS}
+        verdicts[label], words=OUTCOME_NOUNS) for label in RANK_LABELS}
 
 
 def together_text(hardmax: Verdict, numerical: Verdict) -> str:

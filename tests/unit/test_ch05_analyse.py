@@ -453,7 +453,7 @@ def test_the_held_out_test_is_recorded_per_task():
     assert table.loc["log", "predicted"] == pytest.approx(5.0, rel=1e-9)   # log2(n) - 2 exactly
     # only the logarithmic forms reach 5, but on a grid of every width a one-step move of n = 64 changes that
     assert verdict.outcome == "untestable" and verdict.evidence["undecided_outcome"] == "log"
-    assert "(with the width at n = 64 moved from 4 to 3, it is untestable)" in verdict.sentence
+    assert "(with the width at n = 64 moved from 4 to 3, no answer is decided)" in verdict.sentence
 
 
 def test_cells_meeting_their_bars_read_as_a_sentence():
@@ -470,3 +470,14 @@ def test_every_task_is_described_in_words_outside_the_training_module():
     assert all(len(words) == 2 and all(w.strip() for w in words) for words in chapter.TASK_WORDS.values())
     source = Path(training.__file__).read_text()
     assert not any(words[1] in source for words in chapter.TASK_WORDS.values())
+
+
+def test_the_verdicts_table_has_one_row_per_finding_with_each_sentence_whole():
+    result = judged(rows("copy", {16: 2, 32: 4, 64: 6, 128: 8}), N_VALUES=[16, 32, 64, 128])
+    view = chapter.verdicts_view(result, cells_of(result), ["copy"])
+    assert list(view.columns) == ["in words"]                       # one wide column of sentences, not six narrow
+    assert [what for _, what in view.index] == ["growth verdict", "smallest width per n", "cells left out",
+                                                "robustness", "the largest n held out", "the margin law (widest heads)"]
+    assert view.loc[("copy", "growth verdict"), "in words"] == verdict_of(result).sentence
+    assert view.loc[("copy", "smallest width per n"), "in words"] == chapter.curve_text(cells_of(result), "copy")
+    assert view.loc[("copy", "the largest n held out"), "in words"] == result.verdicts["ch5_copy_heldout"].sentence

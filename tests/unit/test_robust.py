@@ -69,7 +69,7 @@ def test_one_seed_that_alone_makes_the_growth_linear_flips_the_verdict():
     assert ("seed 2 left out", "log") in check.flips
     verdict = check.apply(Verdict("linear", "copy supports order n.", "fit", {"n": N}), subject="copy")
     assert verdict.outcome == "untestable" and verdict.sentence.startswith("copy is untestable at this budget")
-    assert "with seed 2 left out, it is log" in verdict.sentence
+    assert "with seed 2 left out, they point to log" in verdict.sentence
     assert verdict.evidence["undecided_outcome"] == "linear" and verdict.evidence["robustness"]["flips"]
 
 
@@ -97,3 +97,9 @@ def test_an_untestable_verdict_stays_untestable_and_nothing_tried_changes_nothin
     assert flips.apply(untestable).sentence == "too few n."
     nothing = robust.Robustness.of("log", [])
     assert not nothing.robust and nothing.apply(Verdict("log", "s.", "r")).outcome == "log"
+
+
+def test_a_flip_reads_as_a_noun_phrase_or_as_no_decided_answer():
+    check = robust.Robustness.of("log", [("seed 0 left out", "linear"), ("seed 1 left out", "untestable")])
+    text = check.flip_text({"linear": "growth like n"})
+    assert text == "with seed 0 left out, they point to growth like n and with seed 1 left out, no answer is decided"
