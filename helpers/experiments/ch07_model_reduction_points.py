@@ -203,10 +203,12 @@ def _rank_masks(model, r: int) -> dict:
     return masks
 
 
-def minilm_finetune(model, forms, r: int, train_ids, test_ids, steps: int, lr: float) -> dict:
+def minilm_finetune(model, forms, r: int, train_ids, test_ids, steps: int, lr: float, seed: int = 0) -> dict:
     """A float32 copy of MiniLM truncated to rank r, distilled for `steps` full-batch Adam steps towards the
     uncompressed embeddings of `train_ids` (loss: 1 - mean cosine), with the query/key rows beyond r held at zero
-    so the rank stays at most r; returns the cosine similarities on `test_ids` before and after."""
+    so the rank stays at most r; returns the cosine similarities on `test_ids` before and after. MiniLM's dropout is
+    active while it trains, so its masks come from torch's global generator seeded with `seed` here (restored after):
+    the result does not depend on what ran before in the process."""
     student = copy.deepcopy(model).float()
     _truncate_bert(student, forms, r)
     with torch.no_grad():
@@ -216,14 +218,16 @@ def minilm_finetune(model, forms, r: int, train_ids, test_ids, steps: int, lr: f
     masks = _rank_masks(student, r)
     optimizer = torch.optim.Adam(student.parameters(), lr=lr)
     student.train()
-    for _ in range(steps):
-        optimizer.zero_grad()
-        out = student(input_ids=train_ids, attention_mask=torch.ones_like(train_ids)).last_hidden_state.mean(1)
-        loss = 1 - torch.nn.functional.cosine_similarity(out, target, dim=-1).mean()
-        loss.backward()
-        for p, mask in masks.items():
-            p.grad.mul_(mask)
-        optimizer.step()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for _ in range(steps):
+            optimizer.zero_grad()
+            out = student(input_ids=train_ids, attention_mask=torch.ones_like(train_ids)).last_hidden_state.mean(1)
+            loss = 1 - torch.nn.functional.cosine_similarity(out, target, dim=-1).mean()
+            loss.backward()
+            for p, mask in masks.items():
+                p.grad.mul_(mask)
+            optimizer.step()
     student.eval()
     with torch.no_grad():
         after = torch.nn.functional.cosine_similarity(embeddings(student, test_ids), reference, dim=-1)
@@ -265,7 +269,8 @@ def minilm_point(corpora: list, sentences: int, tokens: int, ranks: list, finetu
     with torch_threads(1), torch.enable_grad():
         for r in sorted(set(int(r) for r in finetune_ranks)):
             rows.append({"kind": "finetuned", "r": r, "steps": finetune_steps, "train_sentences": len(train_ids),
-                         **minilm_finetune(model, forms, r, train_ids, ids, finetune_steps, finetune_lr)})
+                         **minilm_finetune(model, forms, r, train_ids, ids, finetune_steps, finetune_lr,
+                                          seeding.derive_seed(seed, "ch7", "dropout", r))})
     return rows
 
 

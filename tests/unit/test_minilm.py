@@ -137,3 +137,21 @@ def test_corpora_read_offline():
     assert len(minilm.corpus_text("bbc")) > 1_000_000
     with pytest.raises(ValueError, match="corpus"):
         minilm.corpus_text("imdb")
+
+
+def test_the_minilm_fine_tune_does_not_depend_on_what_ran_before(windows):
+    """Dropout is active while MiniLM is distilled; its masks must come from the fine-tune's own seed."""
+    from helpers.experiments import ch07_model_reduction_points as points
+
+    model = minilm.load_model()
+    heads = points._bert_heads(model)
+    forms = [[points._bert_form(a, h) for h in range(a.num_attention_heads)] for _, a in heads]
+    runs = []
+    for before in (0, 1):
+        torch.manual_seed(before)              # a different global state each time, as other work would leave it
+        with torch.enable_grad():
+            runs.append(points.minilm_finetune(model, forms, 2, windows, windows, steps=2, lr=1e-4, seed=5))
+    assert runs[0] == runs[1]
+    with torch.enable_grad():
+        other = points.minilm_finetune(model, forms, 2, windows, windows, steps=2, lr=1e-4, seed=6)
+    assert other["cosine_after"] != runs[0]["cosine_after"]   # the seed does reach the dropout masks
