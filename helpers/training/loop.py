@@ -83,6 +83,26 @@ class BatchOrder:
         return index
 
 
+# Examples per model in one evaluation forward pass on the CPU: as many as keep one layer's attention weights of the
+# whole stack, M x chunk x heads x n^2 floats, within 2^20 (4 MiB, a common L2 cache per core). Larger chunks fall
+# out of cache: chapter 05's 9-model stacks scored 256 examples 1.7 times faster at 1 per model than at 28 at
+# n = 256, and 1.5 times faster at 7 at n = 128 (`benchmarks/bench_eval_chunk.py`, 2026-12-06). Never more than
+# the 256 examples per pass shared by the models that the trainer used before (larger chunks gained nothing
+# measurable), and on a GPU those 256 stay.
+ATTENTION_FLOATS = 2 ** 20
+
+
+def eval_chunk(stack: ModelStack, x: torch.Tensor) -> int:
+    """Examples per model in each evaluation forward pass of `stack` on inputs x `(B, n)` tokens or images."""
+    m = len(stack)
+    shared = max(1, 256 // m)
+    if stack.device.type != "cpu":
+        return shared
+    cfg = stack.template
+    n = x.shape[1] if x.ndim == 2 else cfg.n_patches
+    return max(1, min(shared, ATTENTION_FLOATS // (m * cfg.n_heads * n * n)))
+
+
 class _Run:
     """The state of one call of `train`. `stack` holds every model; `work` is the stack that computes (`stack`
     itself until a model stops, then a smaller one whose row j is model `members[j]` of `stack`)."""
@@ -149,20 +169,22 @@ class _Run:
             self.log(step, "lr", [rate] * len(self.stack), now)
             self.running, self.count = torch.zeros(len(self.stack), dtype=torch.float64), 0
 
+    def scores(self, stack, x: torch.Tensor, y: torch.Tensor) -> dict:
+        """`evaluate_stack` of `stack` on (x, y) in chunks sized by `eval_chunk`."""
+        return evaluate_stack(stack, x, y, batch_size=len(stack) * eval_chunk(stack, x))
+
     def evaluate(self, step: int) -> None:
         """Test scores of the models in `work` (every model at step 0; later only with `recipe.curve`), then their
         validation losses, which may stop them."""
         live = self.live()
-        batch = max(self.recipe.batch_size, 256)
         which = range(len(self.stack)) if step == 0 else live
         if step == 0 or self.recipe.curve:
-            scores = {k: self.spread(v) for k, v in
-                      evaluate_stack(self.work, self.data.test_x, self.data.test_y, batch_size=batch).items()}
+            scores = {k: self.spread(v) for k, v in self.scores(self.work, self.data.test_x, self.data.test_y).items()}
             self.log(step, "test_loss", scores["loss"], which)
             self.log(step, "test_accuracy", scores["accuracy"], which)
         self.log(step, "seconds", [time.perf_counter() - self.started] * len(self.stack), which)
         if len(self.val_x):
-            val = self.spread(evaluate_stack(self.work, self.val_x, self.val_y, batch_size=batch)["loss"])
+            val = self.spread(self.scores(self.work, self.val_x, self.val_y)["loss"])
             self.log(step, "val_loss", val, live)
             for i in live:
                 self.val_losses[i].append(val[i])
@@ -184,8 +206,7 @@ class _Run:
         if self.work is not self.stack:
             self.stack.put(self.work, list(enumerate(self.members)))
         m = len(self.stack)
-        scores = evaluate_stack(self.stack, self.data.test_x, self.data.test_y,
-                                batch_size=max(self.recipe.batch_size, 256))
+        scores = self.scores(self.stack, self.data.test_x, self.data.test_y)
         self.log(step, "test_loss", scores["loss"], range(m))
         self.log(step, "test_accuracy", scores["accuracy"], range(m))
         self.log(step, "seconds", [time.perf_counter() - self.started] * m, range(m))
