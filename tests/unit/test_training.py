@@ -537,3 +537,36 @@ def test_the_test_curve_is_optional_and_changes_no_weight_and_no_stop(copy_data)
     assert len(steps(loud)) > 2
     with pytest.raises(ArgumentError, match="curve"):
         Recipe(curve="yes")
+
+
+def test_evaluation_chunks_keep_the_stacks_attention_weights_within_the_cache_budget():
+    """`eval_chunk`, recomputed by hand: 2^20 // (M x heads x n^2) examples per model, at least 1, at most the
+    256 examples per pass shared by the M models; images count their patches (digits at patch 4: 16)."""
+    from helpers.training.loop import eval_chunk
+    tokens = lambda n: torch.zeros(5, n, dtype=torch.long)
+    for n, heads, m, want in ((16, 1, 3, 85), (64, 1, 9, 28), (128, 1, 9, 7), (256, 1, 9, 1), (128, 2, 2, 16),
+                              (1024, 2, 3, 1)):
+        d = data.load("copy", n, n_train=8, n_test=4)
+        stack = ModelStack.build([ModelConfig(d_model=16, n_heads=heads, n_layers=1, d_head=2, d_value=4,
+                                              **d.model_fields())] * m, seeds=list(range(m)))
+        assert eval_chunk(stack, tokens(n)) == want == max(1, min(256 // m, 2 ** 20 // (m * heads * n * n)))
+    d = data.load("digits", 16, n_train=8, n_test=4)
+    images = ModelStack.build([ModelConfig(d_model=16, n_heads=2, n_layers=1, d_head=2, d_value=4,
+                                           **d.model_fields())] * 2, seeds=[0, 1])
+    assert images.template.n_patches == 16 and eval_chunk(images, d.test_x) == 128   # min(128, 2^20 // 1024)
+
+
+def test_scores_in_small_chunks_are_the_one_pass_scores(copy_data, monkeypatch):
+    """With 3 examples per model in each pass (the budget shrunk to 3 models x 2 heads x 12^2 x 3 floats), the
+    trainer's final test scores of every model equal its own scores in one forward pass of the whole test set
+    (32 examples: 10 full chunks and a partial one). Tolerance: the same float32 logits up to the matmul's blocking (relative 2^-24 per term over d = 32
+    terms, about 2e-6 of a logit of order 1, moving the cross-entropy by as much), then means of 384 terms
+    (float32 pairwise sums: log2(384) x 2^-24, about 5e-7): 1e-5 relative leaves a factor 3 on any CPU."""
+    import helpers.training.loop as loop
+    monkeypatch.setattr(loop, "ATTENTION_FLOATS", 3 * 2 * 12 ** 2 * 3)   # models x heads x n^2 x 3
+    stack = ModelStack.build(configs(copy_data, [1, 4, 8]), [0, 1, 2])
+    assert loop.eval_chunk(stack, copy_data.test_x) == 3
+    status = fit(stack, copy_data, [0, 1, 2], steps=30, batch_size=16, eval_every=0).status
+    for model, loss, accuracy in zip(stack.models(), status.test_loss, status.test_accuracy):
+        whole = evaluate(model, copy_data.test_x, copy_data.test_y, batch_size=len(copy_data.test_x))
+        assert whole["loss"] == pytest.approx(loss, rel=1e-5) and whole["accuracy"] == accuracy
