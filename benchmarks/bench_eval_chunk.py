@@ -3,8 +3,9 @@ the stack within 2^20 floats) against the fixed 256 examples per pass shared amo
 it used before 2026-12-06.
 
 Chapter 05's stacks (copy, d_model 32, value width 16, query/key widths 3, 4 and 6 x 3 seeds, untrained weights)
-scoring chapter 05's 256 validation examples, at n = 64, 128 and 256, one thread, the two sides interleaved (best of 3). Prints seconds per evaluation, the ratio old / new (goal >= 1: no
-slower) and the largest relative difference of the 9 losses (rounding only: the same sums in other chunks).
+scoring chapter 05's 256 validation examples, at n = 64, 128 and 256, one thread, the two sides interleaved (best of
+3). Prints seconds per evaluation, the ratio old / new (goal >= 1: no slower) and the largest relative difference of
+the 9 losses (rounding only: the same sums in other chunks).
 Usage: python benchmarks/bench_eval_chunk.py [n ...]
 """
 

@@ -558,10 +558,11 @@ def test_evaluation_chunks_keep_the_stacks_attention_weights_within_the_cache_bu
 
 def test_scores_in_small_chunks_are_the_one_pass_scores(copy_data, monkeypatch):
     """With 3 examples per model in each pass (the budget shrunk to 3 models x 2 heads x 12^2 x 3 floats), the
-    trainer's final test scores of every model equal its own scores in one forward pass of the whole test set
-    (32 examples: 10 full chunks and a partial one). Tolerance: the same float32 logits up to the matmul's blocking (relative 2^-24 per term over d = 32
-    terms, about 2e-6 of a logit of order 1, moving the cross-entropy by as much), then means of 384 terms
-    (float32 pairwise sums: log2(384) x 2^-24, about 5e-7): 1e-5 relative leaves a factor 3 on any CPU."""
+    trainer's final test scores of every model equal its own scores in one forward pass of the whole test set (32
+    examples: 10 full chunks and a partial one). Tolerance: the same float32 logits up to the matmul's blocking
+    (relative 2^-24 per term over d = 32 terms, about 2e-6 of a logit of order 1, moving the cross-entropy by as
+    much), then means of 384 terms (float32 pairwise sums: log2(384) x 2^-24, about 5e-7): 1e-5 relative leaves a
+    factor 4 on any CPU."""
     import helpers.training.loop as loop
     monkeypatch.setattr(loop, "ATTENTION_FLOATS", 3 * 2 * 12 ** 2 * 3)   # models x heads x n^2 x 3
     stack = ModelStack.build(configs(copy_data, [1, 4, 8]), [0, 1, 2])
