@@ -51,6 +51,7 @@ from .ch05_training import (TASK_SPECS, TASKS, CellSpec, cell_point, stack_bucke
                             stack_point)
 
 EXPERIMENT = "phase_diagram"
+LONG_TASKS = ("copy", "reversal")   # also trained at LONG_N_VALUES: the permutations that learn at every n
 EXPERIMENT_FRESH = "ch5_fresh_seeds"
 FRESH_SEED_OFFSET = 1000   # data and model seeds of the fresh-seed check: never used to choose a learning rate
 GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -78,14 +79,17 @@ def design_scores(rows: pd.DataFrame) -> dict:
 
 
 def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, spec: CellSpec, progress: bool = True,
-                  max_seeds: int | None = None, ssmax_cells=(), ssmax_s: float | None = None) -> pd.DataFrame:
+                  max_seeds: int | None = None, long_cells=(), ssmax_cells=(), ssmax_s: float | None = None
+                  ) -> pd.DataFrame:
     """Every model the search trains (`helpers.design`: both ends, the quality bar, bisection, extra seeds up to
-    `max_seeds`), over all tasks and n; one row per model (train_models), the model seed as `model_seed`.
+    `max_seeds`), over all tasks and n, and the further (task, n) cells of `long_cells`; one row per model
+    (train_models), the model seed as `model_seed`.
     `ssmax_cells` [(task, n), ...] are searched again in the same sweep with the scalable softmax (s = `ssmax_s`,
     `ch05_training.logit_factor`); their rows carry `ssmax_s` (the others NaN): see `split_arms`.
 
     The cells go out largest n first, so that a pool of workers ends together."""
     cells = [(task, int(n), None) for task in tasks for n in n_values]
+    cells += [(task, int(n), None) for task, n in long_cells]
     cells += [(task, int(n), float(ssmax_s)) for task, n in ssmax_cells]
     cells.sort(key=lambda cell: -cell[1])
     settings = [{"task": task, "n": n, "spec": spec.__dict__, "data_seed": seed,
@@ -377,7 +381,7 @@ def heads_above_ceiling(frame: pd.DataFrame) -> pd.DataFrame:
 
 # ---- the chapter's analysis ----
 
-DEFAULTS = {"N_VALUES": ([8, 12, 16], [16, 32, 64, 128]), "SSMAX_N_VALUES": ([12, 16], [64, 128]), "D_QK": ([1, 2, 4, 8], [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
+DEFAULTS = {"N_VALUES": ([8, 12, 16], [16, 32, 64, 128]), "LONG_N_VALUES": ([24], [256]), "SSMAX_N_VALUES": ([12, 16], [64, 128]), "D_QK": ([1, 2, 4, 8], [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
             "N_SEEDS": (3, 3), "MAX_SEEDS": (3, 5), "STEPS": (200, 2000), "EVAL_EVERY": (10, 50), "D_MODEL": (16, 32), "PATIENCE": (4, 6),
             "SCHEDULER": (None, "processes")}   # (quick, full); full mode trains one stack per core
 
@@ -394,6 +398,9 @@ def resolve(P):
                        "increasing widths without repeats (the grid is searched in order)")
     parameters.require(max(P["D_QK"]) <= P["D_MODEL"], "D_QK", P["D_QK"],
                        f"widths up to D_MODEL = {P['D_MODEL']} (W_q W_k^T has rank at most d_model)")
+    parameters.require(not P["LONG_N_VALUES"] or min(P["LONG_N_VALUES"]) > max(P["N_VALUES"]), "LONG_N_VALUES",
+                       P["LONG_N_VALUES"], f"sequence lengths above every one of N_VALUES = {P['N_VALUES']} (copy "
+                       "and reversal alone are trained there), or [] for none")
     parameters.require(set(P["SSMAX_N_VALUES"]) <= set(P["N_VALUES"]), "SSMAX_N_VALUES", P["SSMAX_N_VALUES"],
                        f"sequence lengths among N_VALUES = {P['N_VALUES']} (each is compared with the same cell "
                        "trained without the scalable softmax), or [] to skip the comparison")
@@ -553,8 +560,9 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_max_numerical_over_n", float((converged.numerical_rank_max / converged.n).max()), ".2f")
     q("ch5_stop_step_median", float(converged.stop_step.median()) if len(converged) else math.nan, digits=3)
     q("ch5_stop_step_max", int(converged.stop_step.max()) if len(converged) else 0, "d")
-    q("ch5_n_max", max(P["N_VALUES"]), "d")
+    q("ch5_n_max", max(all_n_values(P)), "d")
     q("ch5_n_list", join([str(n) for n in P["N_VALUES"]]))
+    q("ch5_long_text", long_text(P))
     q("ch5_headline", headline(verdicts))
     q("ch5_prediction", prediction_text(verdicts))
     for task in P["TASKS"]:
@@ -643,11 +651,36 @@ def analyse(P, progress: bool = True) -> ChapterResult:
     result = ChapterResult()
     spec = cell_spec(P)
     both = phase_diagram(P["TASKS"], P["N_VALUES"], P["D_QK"], P["N_SEEDS"], P["SEED"], spec, progress=progress,
-                         max_seeds=P.get("MAX_SEEDS"), ssmax_cells=ssmax_cells(P), ssmax_s=P["SSMAX_S"])
+                         max_seeds=P.get("MAX_SEEDS"), long_cells=long_cells(P), ssmax_cells=ssmax_cells(P),
+                         ssmax_s=P["SSMAX_S"])
     frame, scaled = split_arms(both)
     cells, _ = cell_table(add_head_summaries(frame), replicates=2, seed=P["SEED"])
     fresh = fresh_seed_check(P, spec, decisive_widths(cells, P), progress=progress)
     return judge(P, frame, spec, result=result, fresh=fresh, scaled=scaled)
+
+
+def task_n_values(P, task: str) -> list[int]:
+    """The sequence lengths `task` is trained at: N_VALUES, and LONG_N_VALUES for copy and reversal."""
+    return list(P["N_VALUES"]) + (list(P["LONG_N_VALUES"]) if task in LONG_TASKS else [])
+
+
+def all_n_values(P) -> list[int]:
+    """Every sequence length some task of TASKS is trained at, in increasing order."""
+    return sorted({n for task in P["TASKS"] for n in task_n_values(P, task)})
+
+
+def long_cells(P) -> list[tuple[str, int]]:
+    """The (task, n) cells beyond N_VALUES: copy and reversal among TASKS, at each of LONG_N_VALUES."""
+    return [(task, n) for task in P["TASKS"] for n in task_n_values(P, task) if n not in P["N_VALUES"]]
+
+
+def long_text(P) -> str:
+    """"copy and reversal are also trained at n = 256", or why no task is."""
+    tasks = [t for t in P["TASKS"] if t in LONG_TASKS]
+    if not tasks or not P["LONG_N_VALUES"]:
+        return "no task is trained beyond them (LONG_N_VALUES is empty, or TASKS has neither copy nor reversal)"
+    return (f"{join(tasks)} {'is' if len(tasks) == 1 else 'are'} also trained at n = "
+            f"{join([str(n) for n in P['LONG_N_VALUES']])}")
 
 
 def ssmax_cells(P) -> list[tuple[str, int]]:
@@ -664,7 +697,7 @@ def decisive_widths(cells: pd.DataFrame, P) -> dict:
     for task in P["TASKS"]:
         part = cells[(cells.task == task) & cells.usable & cells.d_star.notna()].sort_values("n")
         if part.empty:
-            out[task] = (max(P["N_VALUES"]), [max(P["D_QK"])])
+            out[task] = (max(task_n_values(P, task)), [max(P["D_QK"])])
             continue
         row = part.iloc[-1]
         below = [d for d in row.d_qk_trained if d < row.d_star]
@@ -823,7 +856,7 @@ def tasks_table(P) -> pd.DataFrame:
         {"task": task, "the pattern that solves it": TASK_WORDS[task][0],
          "what the literature predicts": TASK_WORDS[task][1],
          **{f"hardmax rank, n = {n}": datasets.pattern_hardmax_rank(task, n, **TASK_SPECS[task].options)
-            for n in P["N_VALUES"]},
+            if n in task_n_values(P, task) else "not trained" for n in all_n_values(P)},
          "accuracy bar": TASK_SPECS[task].bar}
         for task in P["TASKS"]])
 

@@ -26,6 +26,11 @@ def values(metrics):
     return metrics["values"]
 
 
+def task_n_values(p, task):
+    """The lengths a task is trained at, as the parameters cell documents: LONG_N_VALUES for copy and reversal only."""
+    return p["N_VALUES"] + (p["LONG_N_VALUES"] if task in ("copy", "reversal") else [])
+
+
 def by_cell(models):
     cells = {}
     for row in models:
@@ -59,13 +64,14 @@ def test_quick_mode_resolves_the_documented_defaults(metrics):
     p = metrics["params"]
     assert metrics["mode"] == "quick"
     assert p["N_VALUES"] == [8, 12, 16] and p["D_QK"] == [1, 2, 4, 8] and p["N_SEEDS"] == 3
+    assert p["LONG_N_VALUES"] == [24]
     assert p["STEPS"] == 200 and p["D_MODEL"] == 16 and p["PATIENCE"] == 4
 
 
 def test_every_model_row_is_complete_and_in_bounds(metrics, values):
     p = metrics["params"]
     models = values["models"]
-    assert {r["task"] for r in models} == set(p["TASKS"]) and {r["n"] for r in models} == set(p["N_VALUES"])
+    assert {(r["task"], r["n"]) for r in models} == {(t, n) for t in p["TASKS"] for n in task_n_values(p, t)}
     for r in models:
         assert r["d_qk"] in p["D_QK"] and 0 <= r["test_accuracy"] <= 1 and r["stop_step"] <= p["STEPS"]
         assert r["model_seed"] in range(p["SEED"], p["SEED"] + p["N_SEEDS"])
@@ -173,7 +179,7 @@ def test_fresh_seed_check_retrains_each_decisive_width_on_unused_seeds(metrics, 
         rows = [r for r in fresh if r["task"] == task]
         usable = sorted((c["n"], c) for c in values["cells"] if c["task"] == task and c["usable"]
                         and c["d_star"] is not None)
-        n = usable[-1][0] if usable else max(p["N_VALUES"])
+        n = usable[-1][0] if usable else max(task_n_values(p, task))
         widths = {r["d_qk"] for r in rows}
         assert all(r["n"] == n for r in rows) and max(p["D_QK"]) in widths
         if usable:                       # the saturation width and the trained width below it are retrained
@@ -246,7 +252,8 @@ def test_phase_figure_plots_the_seed_mean_accuracy_of_every_trained_cell(quick_b
     """Figure 5.1's CSV: in each task's accuracy panel, the cell at (n, d_qk) is the mean test accuracy of the
     recorded models of that width (empty where none was trained)."""
     frame = figure_checks.load(quick_book, "fig-ch5-phase")
-    n_values, grid = metrics["params"]["N_VALUES"], metrics["resolved"]["D_QK"]
+    p = metrics["params"]
+    n_values, grid = sorted(set(p["N_VALUES"]) | set(p["LONG_N_VALUES"])), metrics["resolved"]["D_QK"]
     for task in metrics["params"]["TASKS"]:
         cells = figure_checks.cell_grid(frame, panel=f"{task}: accuracy")
         assert len(cells) == len(n_values) * len(grid)

@@ -18,7 +18,7 @@ GRID = list(range(1, 65))
 def params(**over):
     return {"SEED": 0, "TASKS": ["copy"], "N_VALUES": [16, 64, 256], "D_QK": GRID, "N_SEEDS": 3, "MAX_SEEDS": 3, "STEPS": 100,
             "EVAL_EVERY": 10, "PATIENCE": 3, "TOLERANCE": 0.005, "D_MODEL": 64, "D_VALUE": 8,
-            "SSMAX_N_VALUES": [], "SSMAX_S": 1.0, **over}
+            "LONG_N_VALUES": [], "SSMAX_N_VALUES": [], "SSMAX_S": 1.0, **over}
 
 
 def rows(task, n_to_star, seeds=(0, 1, 2), grid=GRID, low=0.3, jitter=None, top_accuracy=1.0, converged=True):
@@ -195,6 +195,25 @@ def test_the_scalable_softmax_cells_are_searched_in_the_same_sweep_and_split_off
     assert chapter.split_arms(standard)[1] is None
 
 
+def test_long_n_values_add_copy_and_reversal_cells_to_the_same_sweep(monkeypatch, tmp_path):
+    monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
+    point, _ = fake_stack_point(lambda d, s: 1.0 if d >= 4 else 0.2)
+    monkeypatch.setattr(chapter, "stack_point", point)
+    P = params(TASKS=["copy", "high_rank", "reversal"], N_VALUES=[16], LONG_N_VALUES=[32, 64])
+    assert chapter.long_cells(P) == [("copy", 32), ("copy", 64), ("reversal", 32), ("reversal", 64)]
+    assert chapter.all_n_values(P) == [16, 32, 64] and chapter.task_n_values(P, "high_rank") == [16]
+    frame = chapter.phase_diagram(P["TASKS"], P["N_VALUES"], [1, 2, 4, 8], 3, 0, training.CellSpec(d_model=8),
+                                  progress=False, long_cells=chapter.long_cells(P))
+    assert set(map(tuple, frame[["task", "n"]].drop_duplicates().to_numpy().tolist())) == {
+        ("copy", 16), ("copy", 32), ("copy", 64), ("high_rank", 16), ("reversal", 16), ("reversal", 32),
+        ("reversal", 64)}
+    table = chapter.tasks_table(P).set_index("task")
+    assert table.loc["high_rank", "hardmax rank, n = 64"] == "not trained"
+    assert table.loc["reversal", "hardmax rank, n = 64"] == 64   # a permutation: full hardmax rank
+    assert chapter.long_text(P) == "copy and reversal are also trained at n = 32 and 64"
+    assert chapter.long_text(params(TASKS=["high_rank"], LONG_N_VALUES=[32])).startswith("no task is trained")
+
+
 def test_a_cell_that_misses_its_bar_at_the_largest_width_stops_after_the_ends(monkeypatch, tmp_path):
     frame, calls = diagram(monkeypatch, tmp_path, lambda d, s: 0.5)
     assert calls == [[1, 8]] and len(frame) == 6
@@ -331,11 +350,16 @@ def test_resolve_fills_the_mode_defaults_and_refuses_bad_combinations():
     def resolved(mode, **values):
         P = parameters.validate(MODE=(mode, parameters.mode), SEED=(0, parameters.seed))
         P.update({"N_VALUES": None, "D_QK": None, "N_SEEDS": None, "MAX_SEEDS": None, "STEPS": None, "EVAL_EVERY": None,
-                  "D_MODEL": None, "PATIENCE": None, "SCHEDULER": None, "SSMAX_N_VALUES": None, **values})
+                  "D_MODEL": None, "PATIENCE": None, "SCHEDULER": None, "SSMAX_N_VALUES": None, "LONG_N_VALUES": None,
+                  **values})
         return chapter.resolve(P)
 
     full = resolved("full")
     assert full["N_VALUES"] == [16, 32, 64, 128] and full["N_SEEDS"] >= 3 and full["SCHEDULER"] == "processes"
+    assert full["LONG_N_VALUES"] == [256] and resolved("quick")["LONG_N_VALUES"] == [24]
+    assert resolved("full", LONG_N_VALUES=[])["LONG_N_VALUES"] == []
+    with pytest.raises(parameters.ParameterError, match="LONG_N_VALUES.*above every one of N_VALUES"):
+        resolved("full", LONG_N_VALUES=[64, 256])   # 64 is a length every task is trained at already
     assert resolved("quick")["SCHEDULER"] is None and resolved("full", SCHEDULER="inprocess")["SCHEDULER"] == "inprocess"
     assert full["MAX_SEEDS"] == 5 and resolved("quick")["MAX_SEEDS"] == 3
     assert resolved("quick", N_SEEDS=4)["MAX_SEEDS"] == 4, "the default cap never sits below the starting seeds"
