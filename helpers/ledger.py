@@ -169,8 +169,9 @@ RULES: tuple[Rule, ...] = (
     _paper(r"The head dimension a trained model needs grows only like $\log n$.",
            "small transformers trained on synthetic tasks with known attention patterns, at the logit scales their "
            r"heads reach in training (unconstrained; chapter 3 shows that $\log n$ needs a scale growing like "
-           r"$c \ln n$); the saturation width of the accuracy per $n$, fitted against $n$ per task, and the "
-           "largest $n$ held out and predicted from the others; robust to a seed left out and a grid step",
+           r"$c \ln n$); the saturation width of the accuracy per $n$ (by default $n$ = 16 to 128, and copy and "
+           "reversal to 256), fitted against $n$ per task, and the largest $n$ held out and predicted from the "
+           "others; robust to a seed left out and a grid step",
            (("05_trained_synthetic", "verdicts"), ("05_trained_synthetic", "ch5_copy_heldout"),
             ("05_trained_synthetic", "ch5_reversal_heldout"), ("05_trained_synthetic", "ch5_high_rank_heldout")),
            {"log": HOLDS, "linear": FAILS, "sqrt": FAILS, "full": FAILS, "power": FAILS}, "fig-ch5-fits",
