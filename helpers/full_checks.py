@@ -74,6 +74,10 @@ def check_trained_synthetic(metrics: dict) -> list[str]:
     for name in sorted(k for k, value in v.items() if isinstance(value, dict) and "outcome" in value
                        and (k.endswith("_heldout") or k.startswith("ch5_ssmax_"))):
         problems += _robust_verdict_problems(f"chapter 05 {name}", v[name], MIN_SEEDS)
+    for row in v.get("heldout", []):   # each fitted width spans its unit step, so no prediction is one value
+        if not row["predicted_high"] > row["predicted_low"]:
+            problems.append(f"chapter 05 {row['task']} held out at n = {row['n']}: the {row['form']} prediction's "
+                            "interval has zero width")
     return problems
 
 

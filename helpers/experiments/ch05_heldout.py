@@ -8,11 +8,18 @@ A fit over all n (the chapter's `fit_task`) can tell forms apart only by how the
 prediction of a point the fit never saw is the test a referee asks for, and it says how far the forms separate over
 the octaves trained. The forms are the growth-class forms of `helpers.scaling` (a + b ln n and a + b (ln n)^2:
 the logarithmic class; c sqrt(n) and c n: the power class), fitted by least squares in closed form, to the point
-estimates, to the lower ends of their brackets of trained widths, and to every bootstrap replicate of the smaller n
-(the chapter's resamples over models).
+estimates and to every bootstrap replicate of the smaller n (the chapter's resamples over models).
 
-**The rule.** A form predicts the largest n when the 95 % interval of its prediction over the replicates, rounded up
-to whole dimensions, meets the measured 95 % interval there (a bracket of trained widths). "log" when some
+**Resolution.** A smallest width is a whole number of dimensions: a law w(n) asks for ceil(w(n)) of them, so a
+measured d_star at n_i says only that w(n_i) lies in (b_i, d_star_i], where b_i is the largest trained width below
+that failed (0 when the smallest width of the grid already saturates). The prediction is linear in the fitted widths,
+so its range over every set of widths inside these brackets takes each width at one end, by the sign of its weight
+(`resolution_range`). Where every resample agrees (the widths are trained widths, and often all seeds agree), this
+range is what keeps the interval honest: a fit to three unit-step measurements cannot pin its extrapolation to a
+point.
+
+**The rule.** A form predicts the largest n when its interval (the 95 % interval over the replicates joined with the
+resolution range), rounded to whole dimensions, meets the measured 95 % interval there (a bracket of trained widths). "log" when some
 logarithmic form predicts it and no power form does, "power" the other way round, else untestable (both classes,
 or neither). The chapter makes it robust (`ch05_trained_synthetic.heldout_verdict`): each seed left out, each
 smallest width moved one grid step.
@@ -31,10 +38,10 @@ CLASS_OF = {"log": "log", "log2": "log", "sqrt": "power", "linear": "power"}
 OUTCOME_WORDS = {"log": "only the logarithmic forms predicting the largest n",
                  "power": "only the power forms predicting the largest n"}
 RULE = ("per task with at least 4 usable n: each growth-class form (a + b ln n, a + b (ln n)^2, c sqrt(n), c n) "
-        "fitted by least squares to the smallest widths at every usable n but the largest, to the point estimates, "
-        "the lower ends of their brackets and each bootstrap replicate over models; a form predicts the largest n "
-        "when the 95 % interval of its prediction, rounded up to whole dimensions, meets the measured 95 % interval "
-        "there; 'log' when only logarithmic forms predict it, 'power' when only power forms do, else untestable")
+        "fitted by least squares to the smallest widths at every usable n but the largest, to the point estimates "
+        "and each bootstrap replicate over models; its interval joins the 95 % interval over the replicates with "
+        "the range over every width inside its unit-step bracket (b_i, d_star_i]; a form predicts the largest n "
+        "when that interval, rounded to whole dimensions, meets the measured 95 % interval there; 'log' when only logarithmic forms predict it, 'power' when only power forms do, else untestable")
 
 
 def predictions(form: str, n_train, ys: np.ndarray, n_test: float) -> np.ndarray:
@@ -58,6 +65,28 @@ def dimensions(width: float) -> int:
     return math.ceil(width - ROUNDING)
 
 
+def dimensions_above(width: float) -> int:
+    """The fewest whole dimensions of a width known only to exceed `width` (an open lower end)."""
+    return math.floor(width + ROUNDING) + 1
+
+
+def failed_below(cells: pd.DataFrame) -> np.ndarray:
+    """Per cell, b: the largest trained width below d_star, which failed (one below `d_star_lowest`), or 0 where
+    the grid's smallest width already saturates. The needed width lies in (b, d_star]."""
+    at_first = cells.get("d_star_at_first", pd.Series(False, index=cells.index)).astype(bool).to_numpy()
+    return np.where(at_first, 0.0, cells.d_star_lowest.to_numpy(float) - 1)
+
+
+def resolution_range(form: str, n_train, low, high, n_test: float) -> tuple[float, float]:
+    """(smallest, largest) least-squares prediction of `form` at `n_test` over every set of widths y_i in
+    [low_i, high_i] `(m,)`. The prediction is sum_i w_i y_i with weights w_i (the fit of unit vectors), so each
+    extreme takes y_i at one end of its bracket, by the sign of w_i."""
+    weights = predictions(form, n_train, np.eye(len(low)), n_test)   # (m,)
+    low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    return (float(np.where(weights > 0, weights * low, weights * high).sum()),
+            float(np.where(weights > 0, weights * high, weights * low).sum()))
+
+
 def heldout_table(cells: pd.DataFrame, boots: dict, task: str) -> pd.DataFrame:
     """One row per form (FORMS) for `task`: the n fitted and the held-out n, the prediction at the point estimates
     and its 95 % interval over the replicates, the measured width there (`d_star`, its bracket's lower end
@@ -70,17 +99,17 @@ def heldout_table(cells: pd.DataFrame, boots: dict, task: str) -> pd.DataFrame:
     rows = []
     for form in FORMS:
         point = float(predictions(form, train.n, train.d_star.to_numpy(float)[None], test.n)[0])
-        # a smallest width is known to its bracket of trained widths: the fit to the brackets' lower ends widens the
-        # interval over the resamples (which draw trained widths, the upper ends)
-        lowest = float(predictions(form, train.n, train.d_star_lowest.to_numpy(float)[None], test.n)[0])
         spread = predictions(form, train.n, reps, test.n)
         low, high = (float(np.quantile(spread, q)) for q in (0.025, 0.975))
-        low, high = min(low, lowest), max(high, lowest)
+        # the resamples draw trained widths; each width is known only to its unit-step bracket (b_i, d_star_i]
+        box_low, box_high = resolution_range(form, train.n, failed_below(train), train.d_star, test.n)
+        fewest = min(dimensions(low), dimensions_above(box_low))     # the box's lower end is open
+        low, high = min(low, box_low), max(high, box_high)
         rows.append({"task": task, "form": form, "class": CLASS_OF[form], "fitted_n": [int(n) for n in train.n],
                      "n": int(test.n), "predicted": point, "predicted_low": low, "predicted_high": high,
                      "d_star": float(test.d_star), "d_star_lowest": float(test.d_star_lowest),
                      "measured_low": float(test.d_star_low), "measured_high": float(test.d_star_high),
-                     "predicts": bool(dimensions(low) <= test.d_star_high and dimensions(high) >= test.d_star_low)})
+                     "predicts": bool(fewest <= test.d_star_high and dimensions(high) >= test.d_star_low)})
     return pd.DataFrame(rows)
 
 

@@ -708,11 +708,15 @@ def decisive_widths(cells: pd.DataFrame, P) -> dict:
 def fresh_seed_check(P, spec: CellSpec, widths: dict, progress: bool = True) -> pd.DataFrame:
     """The learning rates were chosen in trial runs on the chapter's own seeds, so each task's decisive widths
     (`decisive_widths`) are trained again on fresh data and model seeds (SEED + FRESH_SEED_OFFSET); one row per
-    model (`train_models`)."""
-    configs = [{"task": task, "n": n, "d_qks": d_qks, "n_seeds": P["N_SEEDS"], "spec": spec.__dict__}
-               for task, (n, d_qks) in widths.items()]
+    model (`train_models`). Each cell's widths train in the stacks of `stack_buckets` (a narrow model padded to
+    d_qk 32 would pay for 32), the largest n first, so that two workers finish together."""
+    configs = [{"task": task, "n": n, "d_qks": bucket, "n_seeds": P["N_SEEDS"], "spec": spec.__dict__}
+               for task, (n, d_qks) in widths.items() for bucket in stack_buckets(d_qks, n, spec)]
+    configs.sort(key=lambda config: (-config["n"], config["d_qks"]))   # narrow stacks run longest: they go first
     frame = run_sweep(EXPERIMENT_FRESH, cell_point, configs, [P["SEED"] + FRESH_SEED_OFFSET], progress=progress)
-    return frame.drop(columns=["d_qks", "spec", "n_seeds"])
+    order = {task: i for i, task in enumerate(widths)}
+    frame = frame.sort_values(["task", "d_qk", "model_seed"], key=lambda c: c.map(order) if c.name == "task" else c)
+    return frame.drop(columns=["d_qks", "spec", "n_seeds"]).reset_index(drop=True)
 
 
 def fresh_seed_table(fresh: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:

@@ -42,37 +42,66 @@ def test_predictions_are_the_least_squares_fits(form):
     assert got[0] == pytest.approx(float(scaling.fit_form(form, n, y).predict(128)), rel=1e-12)
 
 
+# Held out at n = 128 from n = 16, 32, 64 (x = ln n equally spaced, one step apart), the straight line's prediction
+# one step beyond is mean(y) + 2 (y3 - y1) / 2, that is the weights (-2/3, 1/3, 4/3) on (y1, y2, y3); c sqrt(n) has
+# the weights sqrt(n_i) sqrt(128) / sum(n_i), with sum(n_i) = 112. Each width y_i is known to (y_i - 1, y_i].
+LOG_WEIGHTS = np.array([-2, 1, 4]) / 3
+SQRT_WEIGHTS = np.sqrt([16, 32, 64]) * math.sqrt(128) / 112
+
+
+def by_hand(weights, low, high):
+    low, high = np.asarray(low, float), np.asarray(high, float)
+    return (float(np.where(weights > 0, weights * low, weights * high).sum()),
+            float(np.where(weights > 0, weights * high, weights * low).sum()))
+
+
 def test_an_exact_logarithm_is_predicted_only_by_the_logarithmic_forms():
     d = [2, 3, 4, 5]                                              # log2(n) - 2: a + b ln n exactly
     table = heldout.heldout_table(cells(d, low=4, high=6), boots(d, spread=0.1), "copy")
     assert list(table.form) == list(heldout.FORMS) and set(table.fitted_n.map(tuple)) == {(16, 32, 64)}
     log = table.set_index("form").loc["log"]
     assert log.predicted == pytest.approx(5.0, rel=1e-9)
+    # each width known to a unit step: (1, 2], (2, 3], (3, 4] -> -2/3 2 + 1/3 2 + 4/3 3 = 10/3 to 17/3
+    assert (log.predicted_low, log.predicted_high) == pytest.approx((10 / 3, 17 / 3), rel=1e-12)
     # c sqrt(n): c = sum(sqrt(n) d) / sum(n) over 16, 32, 64 = 56.97 / 112, times sqrt(128): 5.75, inside 4 to 6
     sqrt = table.set_index("form").loc["sqrt"]
     assert sqrt.predicted == pytest.approx((8 + 3 * math.sqrt(32) + 32) / 112 * math.sqrt(128), rel=1e-12)
     assert table.set_index("form").predicts.to_dict() == {"log": True, "log2": True, "sqrt": True, "linear": False}
     assert heldout.decide(table) == "untestable"                 # both classes predict 4 to 6
-    narrow = heldout.heldout_table(cells(d, low=5, high=5), boots(d, spread=0.01), "copy")
-    assert narrow.set_index("form").predicts.to_dict() == {"log": True, "log2": False, "sqrt": False,
-                                                           "linear": False}
+    # a slow logarithm far from the origin: c sqrt(n) through 20, 21, 22 cannot bend that flat
+    d = [20, 21, 22, 23]
+    narrow = heldout.heldout_table(cells(d, low=23, high=23), boots(d, spread=0.01), "copy").set_index("form")
+    assert (narrow.loc["log", "predicted_low"], narrow.loc["log", "predicted_high"]) == pytest.approx(
+        by_hand(LOG_WEIGHTS, [19, 20, 21], [20, 21, 22]), rel=1e-12)               # 21.33 to 23.67: asks 22 to 24
+    sqrt_low = by_hand(SQRT_WEIGHTS, [19, 20, 21], [20, 21, 22])[0]
+    assert sqrt_low > 23 and narrow.loc["sqrt", "predicted_low"] == pytest.approx(sqrt_low, rel=1e-12)  # 36.1
+    assert narrow.predicts.to_dict() == {"log": True, "log2": True, "sqrt": False, "linear": False}
+    narrow = narrow.reset_index()
     assert heldout.decide(narrow) == "log"
     assert "only logarithmic growth extrapolates" in heldout.sentence("copy", narrow)
-    assert "a + b·ln n predicts it and a + b·(ln n)², c·√n and c·n do not" in heldout.sentence("copy", narrow)
+    assert "a + b·ln n and a + b·(ln n)² predict it and c·√n and c·n do not" in heldout.sentence("copy", narrow)
     assert heldout.summary({"copy": narrow, "reversal": table}) == (
         "Held out at n = 128, the largest n is predicted for every task by "
-        "a + b·ln n; a + b·(ln n)² misses it for copy; c·√n misses it for copy and c·n misses it for copy and "
-        "reversal.")
+        "a + b·ln n and a + b·(ln n)²; c·√n misses it for copy and c·n misses it for copy and reversal.")
 
 
-def test_the_brackets_lower_ends_widen_the_prediction():
+def test_each_width_counts_as_its_unit_step_bracket():
+    """No interval of one value: where every resample agrees, the widths' unit-step brackets still spread the
+    prediction (the zero-width intervals a referee would reject)."""
     d = [2, 3, 4, 5]
     c = cells(d, low=5, high=5)
     c["d_star_lowest"] = [2.0, 3.0, 3.0, 5.0]                     # 4 at n = 64 might be 3 (3 not trained)
     table = heldout.heldout_table(c, boots(d, spread=0.0), "copy").set_index("form")
-    lower = heldout.predictions("log", N[:3], np.array([[2.0, 3.0, 3.0]]), 128)[0]
-    assert table.loc["log", "predicted_low"] == pytest.approx(lower, rel=1e-12) and lower < 5
-    assert table.loc["log", "predicted_high"] == pytest.approx(5.0, rel=1e-9)
+    # (1, 2], (2, 3], (2, 4]: -2/3 2 + 1/3 2 + 4/3 2 = 2 to -2/3 1 + 1/3 3 + 4/3 4 = 17/3
+    assert (table.loc["log", "predicted_low"], table.loc["log", "predicted_high"]) == pytest.approx((2, 17 / 3),
+                                                                                                    rel=1e-12)
+    assert (table.predicted_high - table.predicted_low > 0.5).all()
+    c["d_star_at_first"] = [True, False, False, False]            # saturated at the grid's first width: (0, 2]
+    first = heldout.heldout_table(c, boots(d, spread=0.0), "copy").set_index("form")
+    assert first.loc["log", "predicted_high"] == pytest.approx(by_hand(LOG_WEIGHTS, [0, 2, 2], [2, 3, 4])[1],
+                                                               rel=1e-12)   # the negative weight meets 0
+    assert heldout.dimensions_above(2.0) == 3 and heldout.dimensions_above(2.5) == 3
+    assert heldout.dimensions(2.0) == 2 and heldout.dimensions(2.5) == 3
 
 
 def test_linear_growth_is_predicted_only_by_the_power_forms():

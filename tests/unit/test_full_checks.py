@@ -76,8 +76,12 @@ def test_chapter_05_broken_promises_are_named():
     held_out["outcome"] = "log"                                  # decided, though a perturbation flips it
     held_out["evidence"]["robustness"] = {"perturbations": 9, "flips": [{"perturbation": "seed 2 left out",
                                                                          "outcome": "untestable"}]}
+    assert metrics["05_trained_synthetic"]["values"]["heldout"], "the synthetic build holds a held-out table"
+    row = metrics["05_trained_synthetic"]["values"]["heldout"][0]
+    row["predicted_low"] = row["predicted_high"]                 # an interval of one value
     problems = " | ".join(full_checks.check_trained_synthetic(metrics))
     assert "ch5_copy_heldout: decided (log) although seed 2 left out flips it" in problems
+    assert f"copy held out at n = 128: the {row['form']} prediction's interval has zero width" in problems
     assert "copy at n = 64: saturation width 5.0 was never trained" in problems
     assert "copy at n = 32: used, but not every model at d_qk = 16 meets the bar" in problems
     assert "copy: decided (log) although seed 1 left out flips it" in problems
