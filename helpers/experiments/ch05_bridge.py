@@ -286,11 +286,13 @@ def law_conclusion(verdicts: dict, table: pd.DataFrame) -> str:
         parts.append(f"for {task} the widest heads put a median {number(1 - float(part.wide_eps.median()), 2)} of "
                      f"their attention on the target, against {number(1 - float(part.eps.median()), 2)} at the "
                      "smallest width, so they ask for more width than the narrow heads use")
+    rest = "; ".join(parts)   # each part has commas of its own
     tracks = [t for t, o in outcomes.items() if o == "tracks"]
     if tracks:
-        parts.append(f"for {join(tracks)} it predicts better than a constant")
+        return (f"For {join(tracks)} the law read off unconstrained heads predicts the growth of the smallest width "
+                f"with n better than a constant fitted to it; it is not a tested predictor for every task: {rest}.")
     return ("So the law read off unconstrained heads is not a tested predictor of the width a trained head needs at "
-            f"this budget: {join(parts, separator='; ')}.")
+            f"this budget: {rest}.")
 
 
 def summary_text(table: pd.DataFrame) -> str:

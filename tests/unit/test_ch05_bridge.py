@@ -124,3 +124,9 @@ def test_efficiency_and_conclusion_follow_the_numbers():
     assert "for copy the data cannot decide" in text and "a median 0.98 of their attention" in text
     assert "against 0.75 at the smallest width" in text
     assert bridge.law_conclusion({"copy": Verdict("tracks", "", "", {})}, table).startswith("For copy the law")
+    mixed = bridge.law_conclusion({"copy": Verdict("untestable", "", "", {}), "reversal": Verdict("tracks", "", "", {}),
+                                   "high_rank": Verdict("no_better", "", "", {})}, table)
+    assert mixed.startswith("For reversal the law read off unconstrained heads predicts the growth")
+    assert mixed.endswith("not a tested predictor for every task: for copy the data cannot decide (the table says "
+                          "why); for high_rank the widest heads put a median 0.98 of their attention on the target, "
+                          "against 0.75 at the smallest width, so they ask for more width than the narrow heads use.")
