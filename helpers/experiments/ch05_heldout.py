@@ -19,10 +19,10 @@ range is what keeps the interval honest: a fit to three unit-step measurements c
 point.
 
 **The rule.** A form predicts the largest n when its interval (the 95 % interval over the replicates joined with the
-resolution range), rounded to whole dimensions, meets the measured 95 % interval there (a bracket of trained widths). "log" when some
-logarithmic form predicts it and no power form does, "power" the other way round, else untestable (both classes,
-or neither). The chapter makes it robust (`ch05_trained_synthetic.heldout_verdict`): each seed left out, each
-smallest width moved one grid step.
+resolution range), rounded to whole dimensions, meets the measured 95 % interval there (a bracket of trained
+widths). "log" when some logarithmic form predicts it and no power form does, "power" the other way round, else
+untestable (both classes, or neither). The chapter makes it robust (`ch05_trained_synthetic.heldout_verdict`):
+each seed left out, each smallest width moved one grid step.
 """
 
 import math
@@ -41,7 +41,8 @@ RULE = ("per task with at least 4 usable n: each growth-class form (a + b ln n, 
         "fitted by least squares to the smallest widths at every usable n but the largest, to the point estimates "
         "and each bootstrap replicate over models; its interval joins the 95 % interval over the replicates with "
         "the range over every width inside its unit-step bracket (b_i, d_star_i]; a form predicts the largest n "
-        "when that interval, rounded to whole dimensions, meets the measured 95 % interval there; 'log' when only logarithmic forms predict it, 'power' when only power forms do, else untestable")
+        "when that interval, rounded to whole dimensions, meets the measured 95 % interval there; 'log' when only "
+        "logarithmic forms predict it, 'power' when only power forms do, else untestable")
 
 
 def predictions(form: str, n_train, ys: np.ndarray, n_test: float) -> np.ndarray:
