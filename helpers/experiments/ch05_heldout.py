@@ -74,8 +74,7 @@ def dimensions_above(width: float) -> int:
 def failed_below(cells: pd.DataFrame) -> np.ndarray:
     """Per cell, b: the largest trained width below d_star, which failed (one below `d_star_lowest`), or 0 where
     the grid's smallest width already saturates. The needed width lies in (b, d_star]."""
-    at_first = cells.get("d_star_at_first", pd.Series(False, index=cells.index)).astype(bool).to_numpy()
-    return np.where(at_first, 0.0, cells.d_star_lowest.to_numpy(float) - 1)
+    return np.where(cells.d_star_at_first.astype(bool), 0.0, cells.d_star_lowest.to_numpy(float) - 1)
 
 
 def resolution_range(form: str, n_train, low, high, n_test: float) -> tuple[float, float]:

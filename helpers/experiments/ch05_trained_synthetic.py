@@ -671,7 +671,7 @@ def all_n_values(P) -> list[int]:
 
 def long_cells(P) -> list[tuple[str, int]]:
     """The (task, n) cells beyond N_VALUES: copy and reversal among TASKS, at each of LONG_N_VALUES."""
-    return [(task, n) for task in P["TASKS"] for n in task_n_values(P, task) if n not in P["N_VALUES"]]
+    return [(task, n) for task in P["TASKS"] if task in LONG_TASKS for n in P["LONG_N_VALUES"]]
 
 
 def long_text(P) -> str:

@@ -16,6 +16,7 @@ N = [16, 32, 64, 128]
 def cells(d_stars, low=None, high=None, task="copy", usable=None):
     usable = usable or [True] * len(d_stars)
     return pd.DataFrame([{"task": task, "n": n, "usable": u, "d_star": float(d), "d_star_lowest": float(d),
+                          "d_star_at_first": False,
                           "d_star_low": float(low if low is not None and n == N[-1] else d),
                           "d_star_high": float(high if high is not None and n == N[-1] else d)}
                          for n, d, u in zip(N, d_stars, usable)])
