@@ -68,6 +68,12 @@ def check_trained_synthetic(metrics: dict) -> list[str]:
                 problems.append(f"{key}: the saturation width lies outside its interval")
             if cell["d_star_low"] == cell["d_star_high"] and cell["d_star_lowest"] != cell["d_star"]:
                 problems.append(f"{key}: an interval of zero width around an untrained gap")
+            # an interval with coinciding ends is shown as the seeds that give the width alone, never as one value
+            if not cell["spread"] and cell["seed_count"] < MIN_SEEDS:
+                problems.append(f"{key}: its interval has one value, and only {cell['seed_count']} seeds are "
+                                "counted in its place")
+            if cell["spread"] and cell["d_star_low"] == cell["d_star_high"]:
+                problems.append(f"{key}: an interval of one value shown as an interval")
     for task, verdict in v["verdicts"].items():
         problems += _robust_verdict_problems(f"chapter 05 {task}", verdict, MIN_SEEDS)
     # the held-out test of the forms and the scalable-softmax comparison are robust verdicts too

@@ -164,6 +164,20 @@ def bracket_text(grid, x: float, at_first: bool = False, digits: int = 3) -> str
     return span_short(lowest_possible(grid, x), x, digits)
 
 
+def interval_text(low: float, high: float, spread: bool, agreeing: int, seeds: int, digits: int = 3) -> str:
+    """A bootstrap interval over seeds of a saturation point on a grid: "3 to 6" (`low` already the smallest width
+    its lower end can be), or, where the resamples' 2.5 and 97.5 % quantiles coincide (`spread` False), the count
+    behind it, "3 of 3 seeds give it alone" (`agreeing` of `seeds` seeds' own curves): an interval of one value
+    from a few seeds would claim more than they show. "–" for NaN."""
+    from .english import count_of, span_short
+
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "–"
+    if not spread:
+        return f"{count_of(agreeing, seeds, 'seed')} {'gives' if agreeing == 1 else 'give'} it alone"
+    return span_short(low, high, digits)
+
+
 @dataclass(frozen=True)
 class SaturationInterval:
     """A saturation point of the mean curve and a bootstrap interval over replicates (seeds, trials).
@@ -181,6 +195,14 @@ class SaturationInterval:
     resamples: int
     confidence: float
     values: np.ndarray | None = None
+    agreeing: int | None = None    # paired replicates whose own curve saturates at the point (None: unpaired)
+    replicates: int | None = None  # paired replicates (None: unpaired)
+
+    @property
+    def spread(self) -> bool:
+        """Whether the interval has width: False when its ends coincide (every resample, or all but a tail of
+        them, gives one value); True when it is undefined (NaN)."""
+        return not self.low == self.high
 
 
 def bootstrap_saturation(x, samples, *, resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
@@ -219,4 +241,8 @@ def bootstrap_saturation(x, samples, *, resamples: int = 1000, confidence: float
             high = float(np.nanpercentile(values, 100 - tail, method="higher"))
         else:
             low, high = (float(v) for v in np.nanpercentile(values, [tail, 100 - tail]))
-    return SaturationInterval(point, low, high, defined, resamples, confidence, values)
+    agreeing = replicates = None
+    if paired:   # each seed's own curve: what an interval of one value would hide
+        replicates = samples.shape[0]
+        agreeing = sum(saturation_point(x, row, **rule).value == point.value for row in samples)
+    return SaturationInterval(point, low, high, defined, resamples, confidence, values, agreeing, replicates)

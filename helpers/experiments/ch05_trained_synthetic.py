@@ -148,18 +148,27 @@ def saturation_of(table: pd.DataFrame) -> saturation.Saturation:
     return saturation.saturation_point(table.index.to_numpy(float), table.mean(axis=1, skipna=True).to_numpy(), **RULE)
 
 
+def _saturation_where_trained(widths: np.ndarray, curve: np.ndarray) -> float:
+    """The saturation d_qk of a curve `(len(widths),)` read at the widths where it has a value: an extra seed
+    (trained at the widths an answer rests on, not at every width), or a resample drawn only from extra seeds, has
+    no model at some widths."""
+    have = np.isfinite(curve)
+    return saturation.saturation_point(widths[have], curve[have], **RULE).value
+
+
 def bootstrap_saturation(table: pd.DataFrame, replicates: int, seed: int) -> np.ndarray:
     """Saturation d_qk of `replicates` resamples of the model seeds (`scaling.resample_models`: every model,
     drawn with replacement, jointly for every d_qk of the cell), each read at the widths where it has a model:
     `(replicates,)`."""
     widths = table.index.to_numpy(float)
+    return scaling.resample_models([table.to_numpy(dtype=float)],
+                                   lambda curve: _saturation_where_trained(widths, curve), replicates, seed)[:, 0]
 
-    def statistic(curve):
-        # a resample drawn only from extra seeds (trained at the widths an answer rests on, not at every width)
-        # has no model at some widths: its curve is read at the widths it has
-        have = np.isfinite(curve)
-        return saturation.saturation_point(widths[have], curve[have], **RULE).value
-    return scaling.resample_models([table.to_numpy(dtype=float)], statistic, replicates, seed)[:, 0]
+
+def seed_saturations(table: pd.DataFrame) -> np.ndarray:
+    """The saturation d_qk of each seed's own accuracy curve (the columns of a seed table): `(seeds,)`."""
+    widths = table.index.to_numpy(float)
+    return np.array([_saturation_where_trained(widths, table[s].to_numpy(float)) for s in table.columns])
 
 
 @dataclass
@@ -225,8 +234,14 @@ def cell_table(frame: pd.DataFrame, replicates: int = BOOTSTRAP, seed: int = 0,
             boots[(task, int(n))] = reps
             low, high = (float(np.quantile(reps, q, method=m)) for q, m in ((0.025, "lower"), (0.975, "higher")))
             row["d_star_low"], row["d_star_high"] = saturation.lowest_possible(grid, low), high
+            # where the resamples' quantiles coincide, an interval would say more than the seeds can back (3
+            # seeds agreeing leave up to 63 % of seeds free to differ): the book says how many give it alone
+            row["spread"] = bool(high > low)
+            row["seeds_at_d_star"] = int((seed_saturations(acc) == row["d_star"]).sum())
+            row["seed_count"] = int(acc.shape[1])
         else:
             row["d_star_low"] = row["d_star_high"] = float("nan")
+            row["spread"], row["seeds_at_d_star"], row["seed_count"] = False, 0, 0
         for measure in ("hardmax_rank_mean", "numerical_rank_mean"):
             table = usable_points(seed_table(part, measure), min_seeds)
             row[f"d_star_{measure.removesuffix('_mean')}"] = saturation_of(table).value if len(table) else float("nan")
@@ -421,21 +436,28 @@ def d_star_text(row) -> str:
     return saturation.bracket_text(row.d_qk_trained, row.d_star, bool(row.d_star_at_first))
 
 
+def interval_of(row) -> str:
+    """A cell's 95 % interval over models as `saturation.interval_text` writes it: "3 to 6", or "3 of 3 seeds give
+    it alone" where the 2.5 and 97.5 % quantiles of the bootstrap resamples coincide."""
+    return saturation.interval_text(row.d_star_low, row.d_star_high, row.spread, row.seeds_at_d_star, row.seed_count)
+
+
 def curve_text(cells: pd.DataFrame, task: str) -> str:
-    """"3, 4 and 5 to 8 at n = 16, 32 and 64 (95 % interval 3 to 6 at n = 32; the others a single width)": the
-    accuracy saturation d_qk of the usable cells as brackets of trained widths, with the bootstrap intervals over
-    models that are not the same bracket."""
+    """"3, 4 and 5 to 8 at n = 16, 32 and 64 (95 % interval 3 to 6 at n = 32; in the others every seed gives it
+    alone)": the accuracy saturation d_qk of the usable cells as brackets of trained widths, with the bootstrap
+    intervals over models where they have width and the seeds behind a width where they do not."""
     part = cells[(cells.task == task) & cells.usable].sort_values("n")
     if part.empty:
         return "no usable sequence length"
     text = f"{join([d_star_text(r) for r in part.itertuples()])} at n = {join([str(n) for n in part.n])}"
-    wide = [f"{span_short(r.d_star_low, r.d_star_high)} at n = {r.n}" for r in part.itertuples()
-            if span_short(r.d_star_low, r.d_star_high) != span_short(r.d_star_lowest, r.d_star)]
-    if not wide:
-        return text + (" (its 95 % interval over models the same)" if len(part) == 1 else
-                       " (each 95 % interval over models the same)")
-    rest = "" if len(wide) == len(part) else "; the others the same"
-    return text + f" (95 % interval {join(wide, separator='; ')}{rest})"
+    unanimous = [not r.spread and r.seeds_at_d_star == r.seed_count for r in part.itertuples()]
+    notes = [("95 % interval " if r.spread else "") + f"{interval_of(r)} at n = {r.n}"
+             for r, all_agree in zip(part.itertuples(), unanimous) if not all_agree]
+    if not notes:
+        return text + (" (each of its seeds gives it alone)" if len(part) == 1 else
+                       " (in each cell every seed gives it alone)")
+    rest = "" if len(notes) == len(part) else "; in the others every seed gives it alone"
+    return text + f" ({join(notes, separator='; ')}{rest})"
 
 
 def robustness_text(verdict: Verdict) -> str:
@@ -541,6 +563,11 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     per_width = frame.groupby(["task", "n", "d_qk"]).size()
     q("ch5_n_seeds", span_short(int(per_width.min()), int(per_width.max())) if len(per_width) else "no")
     q("ch5_min_seeds", MIN_SEEDS, "d")
+    usable = cells[cells.usable]
+    q("ch5_cells_unmoved", count_of(int((~usable.spread.astype(bool)).sum()), len(usable), "usable cell")
+      if len(usable) else "none: no cell is usable")
+    # the rule of three: k of k seeds agreeing bound the share of seeds that would not at 1 - 0.05^(1/k) (95 %)
+    q("ch5_agree_bound", 100 * (1 - 0.05 ** (1 / MIN_SEEDS)), digits=2)
     q("ch5_min_points", scaling.VERDICT_MIN_POINTS, "d")
     q("ch5_steps", P["STEPS"], "d")
     q("ch5_lr_text", lr_text(P["TASKS"]))
@@ -872,8 +899,7 @@ def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
         "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
         "accuracy at the largest width": cells.top_accuracy,
         "smallest width (accuracy)": [d_star_text(r) if r.usable else "–" for r in cells.itertuples()],
-        "95 % interval": [span_short(lo, hi) if ok else "–" for lo, hi, ok in
-                          zip(cells.d_star_low, cells.d_star_high, cells.usable)],
+        "95 % interval, or the seeds that agree": [interval_of(r) if r.usable else "–" for r in cells.itertuples()],
         "smallest width (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
         "smallest width (numerical rank)": cells.d_star_numerical_rank.where(cells.usable),
         "models meeting the bar at the largest width": [f"{p} of {m}" for p, m in zip(cells.top_passing, cells.top_models)],

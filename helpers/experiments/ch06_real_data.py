@@ -242,7 +242,9 @@ def samples(part: pd.DataFrame, column: str):
 def saturation_table(models: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Per (domain, n, quantity): the saturation d_qk of the seed-mean curve (value: a trained width; status) and
     its bootstrap interval over seeds (low, high: trained widths; NaN when fewer than 97.5 % of resamples define
-    it), and `grid`, the trained widths the brackets are read on (`saturation.lowest_possible`)."""
+    it), whether that interval has width (`spread`) and, where every seed is valid at every width, how many of the
+    `seeds` give it on their own curve (`agreeing`), and `grid`, the trained widths the brackets are read on
+    (`saturation.lowest_possible`)."""
     rows = []
     for (domain, n), part in models.groupby(["domain", "n"], sort=False):
         for quantity in QUANTITIES:
@@ -251,12 +253,13 @@ def saturation_table(models: pd.DataFrame, resamples: int = 1000, seed: int = 0)
             row = {"domain": domain, "n": int(n), "quantity": quantity, "grid": [int(v) for v in x]}
             if any(np.size(c) == 0 for c in (ys.T if isinstance(ys, np.ndarray) else ys)):
                 rows.append({**row, "value": math.nan, "status": saturation.FLAT, "low": math.nan, "high": math.nan,
-                             "defined": 0.0})
+                             "defined": 0.0, "spread": True, "agreeing": None, "seeds": None})
                 continue
             ys = sign * ys if isinstance(ys, np.ndarray) else [sign * c for c in ys]
             est = saturation.bootstrap_saturation(x, ys, resamples=resamples, seed=seed, **rule)
             rows.append({**row, "value": est.point.value, "status": est.point.status, "low": est.low,
-                         "high": est.high, "defined": est.defined})
+                         "high": est.high, "defined": est.defined, "spread": est.spread,
+                         "agreeing": est.agreeing, "seeds": est.replicates})
     return pd.DataFrame(rows)
 
 
@@ -296,11 +299,16 @@ def saturation_display(sat: pd.DataFrame, together: pd.DataFrame | None = None) 
             return "–"
         text = saturation.bracket_text(row.grid, row.value, row.status == saturation.AT_FIRST)
         low, high = bracket(row)
-        if np.isfinite(low):
-            # a cell is one line: no break inside the bracket, before the interval or after its dash
-            text = text.replace(" to ", "–\u2060").replace("≤ ", "≤\u00a0")
-            # a discrete answer that every resample gives is one width, not a zero-width range "4–4"
-            interval = (f"≤\u00a0{english.number(high)}" if low == 0 else english.number(low) if low == high
+        # a cell is one line: no break inside the bracket, before the interval or after its dash
+        text = text.replace(" to ", "–\u2060").replace("≤ ", "≤\u00a0")
+        if not row.spread:
+            # the interval's ends coincide: the seeds behind the width, never an interval of one value ("4 (4)")
+            # that claims more than a few agreeing seeds show
+            behind = ("every resample" if pd.isna(row.agreeing) else
+                      english.count_of(int(row.agreeing), int(row.seeds), "seed").replace(" ", "\u00a0"))
+            text += f"\u00a0({behind})"
+        elif np.isfinite(low):
+            interval = (f"≤\u00a0{english.number(high)}" if low == 0
                         else f"{english.number(low)}–\u2060{english.number(high)}")
             text += f"\u00a0({interval})"
         return text

@@ -141,6 +141,19 @@ def test_noisy_seeds_widen_the_interval():
     assert (cells.d_star_low < cells.d_star_high).all()
     # the point estimate reads the seed mean: only the widest seed keeps it below 95 % before d_qk = 30
     assert (cells.d_star == 30).all()
+    # each seed alone saturates at its own jittered width (2, 4, 8, 30): one of the four gives 30
+    assert cells.spread.all() and (cells.seeds_at_d_star == 1).all() and (cells.seed_count == 4).all()
+    assert chapter.interval_of(cells.iloc[0]) == f"{cells.d_star_low.iloc[0]:g} to 30"
+
+
+def test_seeds_that_all_agree_are_counted_not_given_an_interval_of_one_value():
+    cells = cells_of(judged(rows("copy", {16: 4, 64: 6, 256: 8})))
+    assert (~cells.spread).all() and (cells.seeds_at_d_star == 3).all() and (cells.seed_count == 3).all()
+    assert (cells.d_star_low == cells.d_star_high).all()          # what an interval would have shown: one value
+    assert [chapter.interval_of(r) for r in cells.itertuples()] == ["3 of 3 seeds give it alone"] * 3
+    # two seeds at 4 and one at 6 (n = 16): the resamples move the width, and the text is an interval again
+    mixed = cells_of(judged(rows("copy", {16: 4}, jitter=lambda n, s: 6 if s == 2 else 4))).iloc[0]
+    assert mixed.spread and mixed.seeds_at_d_star == 1 and chapter.interval_of(mixed) == "4 to 6"
 
 
 def test_heads_above_the_ceiling_are_counted_from_the_rows():
@@ -249,11 +262,14 @@ def test_headline_and_curve_text():
     assert chapter.headline({"copy": verdicts["copy"], "qsa": untestable, "reversal": verdicts["copy"]}) == \
         "Copy and reversal support a width of order log n; qsa is untestable at this budget."
     result = judged(rows("copy", {16: 4, 64: 6, 256: 8}))
-    assert chapter.curve_text(cells_of(result), "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (each 95 % interval "
-                                                           "over models the same)")
-    cells = cells_of(result).assign(d_star_low=[4.0, 4.0, 8.0], d_star_high=[4.0, 8.0, 8.0])
-    assert chapter.curve_text(cells, "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (95 % interval 4 to 8 at n = 64; "
-                                                 "the others the same)")
+    # every seed alike: no resample moves a width, so the text names the seeds, never an interval of one value
+    assert chapter.curve_text(cells_of(result), "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (in each cell every "
+                                                           "seed gives it alone)")
+    cells = cells_of(result).assign(d_star_low=[4.0, 4.0, 8.0], d_star_high=[4.0, 8.0, 8.0],
+                                    spread=[False, True, False], seeds_at_d_star=[3, 2, 2])
+    assert chapter.curve_text(cells, "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (95 % interval 4 to 8 at n = 64 and "
+                                                 "2 of 3 seeds give it alone at n = 256; in the others every seed "
+                                                 "gives it alone)")
     # widths not trained below the answer: the bracket of trained widths, never one interpolated number
     coarse = cells_of(judged(rows("copy", {16: 4, 64: 6, 256: 8}, grid=[1, 2, 8, 64])))
     assert chapter.curve_text(coarse, "copy").startswith("3 to 8, 3 to 8 and 3 to 8 at n = 16, 64 and 256")

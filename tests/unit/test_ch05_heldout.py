@@ -18,7 +18,8 @@ def cells(d_stars, low=None, high=None, task="copy", usable=None):
     return pd.DataFrame([{"task": task, "n": n, "usable": u, "d_star": float(d), "d_star_lowest": float(d),
                           "d_star_at_first": False,
                           "d_star_low": float(low if low is not None and n == N[-1] else d),
-                          "d_star_high": float(high if high is not None and n == N[-1] else d)}
+                          "d_star_high": float(high if high is not None and n == N[-1] else d),
+                          "spread": low != high and n == N[-1], "seeds_at_d_star": 3, "seed_count": 3}
                          for n, d, u in zip(N, d_stars, usable)])
 
 
@@ -81,6 +82,12 @@ def test_an_exact_logarithm_is_predicted_only_by_the_logarithmic_forms():
     assert heldout.decide(narrow) == "log"
     assert "only logarithmic growth extrapolates" in heldout.sentence("copy", narrow)
     assert "a + b·ln n and a + b·(ln n)² predict it and c·√n and c·n do not" in heldout.sentence("copy", narrow)
+    # the measured 23 has an interval of one value: the seeds behind it are named instead
+    assert "measured 23 (3 of 3 seeds give it alone) at n = 128" in heldout.sentence("copy", narrow)
+    moved = heldout.heldout_table(cells(d, low=22, high=23), boots(d, spread=0.01), "copy")
+    assert "measured 23 (95 % interval 22 to 23) at n = 128" in heldout.sentence("copy", moved)
+    assert heldout.heldout_view({"copy": moved}).iloc[0]["measured (95 % interval, or the seeds that agree)"] == \
+        "23 (22 to 23)"
     assert heldout.summary({"copy": narrow, "reversal": table}) == (
         "Held out at n = 128, the largest n is predicted for every task by "
         "a + b·ln n and a + b·(ln n)²; c·√n misses it for copy and c·n misses it for copy and reversal.")

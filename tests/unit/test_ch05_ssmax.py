@@ -34,6 +34,7 @@ def cells_of(frame, relaxed):
         d_star = float(mean[mean >= BAR].index.min()) if usable else math.nan
         rows.append({"task": task, "n": n, "usable": usable, "d_star": d_star, "d_star_at_first": False,
                      "d_qk_trained": sorted(mean.index), "d_star_low": d_star, "d_star_high": d_star,
+                     "spread": False, "seeds_at_d_star": seeds, "seed_count": seeds,
                      "top_passing": 3, "top_models": 3, "top_d_qk": int(mean.index.max())})
     return pd.DataFrame(rows)
 

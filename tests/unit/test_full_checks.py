@@ -79,7 +79,14 @@ def test_chapter_05_broken_promises_are_named():
     assert metrics["05_trained_synthetic"]["values"]["heldout"], "the synthetic build holds a held-out table"
     row = metrics["05_trained_synthetic"]["values"]["heldout"][0]
     row["predicted_low"] = row["predicted_high"]                 # an interval of one value
+    cells = metrics["05_trained_synthetic"]["values"]["cells"]
+    moved = next(c for c in cells if c["n"] == 32)
+    moved.update(spread=True, d_star_low=moved["d_star"], d_star_high=moved["d_star"])   # moved, yet one value
+    still = next(c for c in cells if c["n"] == 128)
+    still.update(spread=False, seed_count=2)                     # one value, and too few seeds to count instead
     problems = " | ".join(full_checks.check_trained_synthetic(metrics))
+    assert "copy at n = 32: an interval of one value shown as an interval" in problems
+    assert "copy at n = 128: its interval has one value, and only 2 seeds are counted in its place" in problems
     assert "ch5_copy_heldout: decided (log) although seed 2 left out flips it" in problems
     assert f"copy held out at n = 128: the {row['form']} prediction's interval has zero width" in problems
     assert "copy at n = 64: saturation width 5.0 was never trained" in problems

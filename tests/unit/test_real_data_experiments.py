@@ -190,15 +190,19 @@ def test_saturation_display_names_the_edge_cases():
         {"domain": "bbc", "n": 64, "quantity": "loss", "value": 16.0, "status": "inside", "low": 4.0, "high": 16.0},
         {"domain": "bbc", "n": 64, "quantity": "hardmax", "value": 1.0, "status": "at_first", "low": 1.0, "high": 1.0},
         {"domain": "bbc", "n": 64, "quantity": "numerical@1e-03", "value": math.nan, "status": "flat",
-         "low": math.nan, "high": math.nan}]).assign(grid=[grid] * 3)
+         "low": math.nan, "high": math.nan}]).assign(grid=[grid] * 3, spread=[True, False, True],
+                                                     agreeing=[None, 3, None], seeds=[None, 3, None])
     row = ch.saturation_display(sat).loc["bbc, n\u00a0=\u00a064"]
-    assert row.tolist() == ["5–\u206016\u00a0(3–\u206016)", "≤\u00a01\u00a0(≤\u00a01)", "–"]
+    assert row.tolist() == ["5–\u206016\u00a0(3–\u206016)", "≤\u00a01\u00a0(3\u00a0of\u00a03\u00a0seeds)", "–"]
     together = pd.DataFrame([{"domain": "bbc", "n": 64, "hardmax": "loss_later", "numerical@1e-03": "untestable"}])
     row = ch.saturation_display(sat, together).loc["bbc, n\u00a0=\u00a064"]
     assert row.tolist()[3:] == ["loss later", "cannot decide"]
-    # every resample at one inside width: that width, not a zero-width range "4–4"
-    one = sat.iloc[[0]].assign(value=4.0, low=4.0, high=4.0, grid=[[1, 2, 3, 4, 16]])
-    assert ch.saturation_display(one).loc["bbc, n\u00a0=\u00a064", "loss"] == "4\u00a0(4)"
+    # an interval with coinciding ends: the seeds behind the width, never an interval of one value "4 (4)"
+    one = sat.iloc[[0]].assign(value=4.0, low=4.0, high=4.0, grid=[[1, 2, 3, 4, 16]], spread=False, agreeing=3,
+                               seeds=3)
+    assert ch.saturation_display(one).loc["bbc, n\u00a0=\u00a064", "loss"] == "4\u00a0(3\u00a0of\u00a03\u00a0seeds)"
+    unpaired = one.assign(agreeing=None, seeds=None)            # seeds not valid at every width: no seed curves
+    assert ch.saturation_display(unpaired).loc["bbc, n\u00a0=\u00a064", "loss"] == "4\u00a0(every resample)"
 
 
 def _quality(*settings):
