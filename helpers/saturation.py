@@ -164,17 +164,20 @@ def bracket_text(grid, x: float, at_first: bool = False, digits: int = 3) -> str
     return span_short(lowest_possible(grid, x), x, digits)
 
 
-def interval_text(low: float, high: float, spread: bool, agreeing: int, seeds: int, digits: int = 3) -> str:
+def interval_text(low: float, high: float, spread: bool, agreeing: int, seeds: int, digits: int = 3,
+                  table: bool = False) -> str:
     """A bootstrap interval over seeds of a saturation point on a grid: "3 to 6" (`low` already the smallest width
     its lower end can be), or, where the resamples' 2.5 and 97.5 % quantiles coincide (`spread` False), the count
     behind it, "3 of 3 seeds give it alone" (`agreeing` of `seeds` seeds' own curves): an interval of one value
-    from a few seeds would claim more than they show. "–" for NaN."""
+    from a few seeds would claim more than they show; "3 of 3 seeds" in a `table` whose caption says the rest.
+    "–" for NaN."""
     from .english import count_of, span_short
 
     if not (np.isfinite(low) and np.isfinite(high)):
         return "–"
     if not spread:
-        return f"{count_of(agreeing, seeds, 'seed')} {'gives' if agreeing == 1 else 'give'} it alone"
+        count = count_of(agreeing, seeds, 'seed')
+        return count if table else f"{count} {'gives' if agreeing == 1 else 'give'} it alone"
     return span_short(low, high, digits)
 
 

@@ -87,17 +87,21 @@ def resolution_range(form: str, n_train, low, high, n_test: float) -> tuple[floa
             float(np.where(weights > 0, weights * high, weights * low).sum()))
 
 
-def measured_text(cell) -> str:
-    """"95 % interval 3 to 4", or "3 of 3 seeds give it alone" where its ends coincide."""
+def measured_text(cell, table: bool = False) -> str:
+    """The measured width as a bracket of trained widths with its 95 % interval, or the seeds that agree where
+    the interval's ends coincide: "5 to 6 (95 % interval 3 to 6)", "5 to 6 (3 of 3 seeds give it alone)"; in a
+    `table`, whose header says the rest, "5 to 6 (3 to 6)" and "5 to 6 (3 of 3 seeds)"."""
+    width = (f"≤ {number(cell.d_star)}" if cell.d_star_at_first else span_short(cell.d_star_lowest, cell.d_star))
     text = saturation.interval_text(cell.d_star_low, cell.d_star_high, cell.spread, cell.seeds_at_d_star,
-                                    cell.seed_count)
-    return f"95 % interval {text}" if cell.spread else text
+                                    cell.seed_count, table=table)
+    return f"{width} ({'95 % interval ' if cell.spread and not table else ''}{text})"
 
 
 def heldout_table(cells: pd.DataFrame, boots: dict, task: str) -> pd.DataFrame:
     """One row per form (FORMS) for `task`: the n fitted and the held-out n, the prediction at the point estimates
     and its 95 % interval over the replicates, the measured width there (`d_star`, its bracket's lower end
-    `d_star_lowest`, its 95 % interval, `measured_text` in words), and `predicts`. Empty with fewer than MIN_POINTS + 1 usable n."""
+    `d_star_lowest`, its 95 % interval; `measured_text` in words, `measured_cell` for the table), and `predicts`.
+    Empty with fewer than MIN_POINTS + 1 usable n."""
     usable = cells[(cells.task == task) & cells.usable & cells.d_star.notna()].sort_values("n")
     if len(usable) < scaling.MIN_POINTS + 1:
         return pd.DataFrame()
@@ -116,7 +120,7 @@ def heldout_table(cells: pd.DataFrame, boots: dict, task: str) -> pd.DataFrame:
                      "n": int(test.n), "predicted": point, "predicted_low": low, "predicted_high": high,
                      "d_star": float(test.d_star), "d_star_lowest": float(test.d_star_lowest),
                      "measured_low": float(test.d_star_low), "measured_high": float(test.d_star_high),
-                     "measured_text": measured_text(test),
+                     "measured_text": measured_text(test), "measured_cell": measured_text(test, table=True),
                      "predicts": bool(fewest <= test.d_star_high and dimensions(high) >= test.d_star_low)})
     return pd.DataFrame(rows)
 
@@ -138,7 +142,7 @@ def sentence(task: str, table: pd.DataFrame) -> str:
     fitted = join([str(n) for n in first.fitted_n])
     good = [scaling.FORM_WORDS[f] for f in table[table.predicts].form]
     bad = [scaling.FORM_WORDS[f] for f in table[~table.predicts].form]
-    measured = f"{number(first.d_star)} ({first.measured_text})"
+    measured = first.measured_text
     found = (f"{join(good)} {'predicts' if len(good) == 1 else 'predict'} it" if good else "no form predicts it")
     if good and bad:
         found += f" and {join(bad)} {'does' if len(bad) == 1 else 'do'} not"
@@ -158,7 +162,7 @@ def heldout_view(tables: dict) -> pd.DataFrame:
              "predicted width (95 % interval)":
                  f"{number(r.predicted, 2)} ({span_short(r.predicted_low, r.predicted_high, 2)})",
              "measured (95 % interval, or the seeds that agree)":
-                 f"{number(r.d_star)} ({r.measured_text.removeprefix('95 % interval ')})",
+                 r.measured_cell,
              "predicts it": "yes" if r.predicts else "no"}
             for table in tables.values() if not table.empty for r in table.itertuples()]
     if not rows:

@@ -132,8 +132,8 @@ def _median_L(laws: pd.DataFrame, task: str, n: int, d_qk: float) -> float:
 def comparison_table(standard_cells: pd.DataFrame, scaled_cells: pd.DataFrame, standard_laws: pd.DataFrame,
                      scaled_laws: pd.DataFrame) -> pd.DataFrame:
     """One row per (task, n) trained with the scalable softmax: both arms' smallest width (as a bracket of trained
-    widths, and its 95 % interval over models or the seeds that agree), models meeting the bar at the largest width, and the seed-median
-    logit scale L of the heads at each arm's smallest width and at the largest width."""
+    widths, and its 95 % interval over models or the seeds that agree), models meeting the bar at the largest
+    width, and the seed-median logit scale L of the heads at each arm's smallest width and at the largest width."""
     rows = []
     for task in [t for t in SSMAX_TASKS if t in set(scaled_cells.task)]:
         for n in compared_n(standard_cells, scaled_cells, task):
@@ -145,7 +145,7 @@ def comparison_table(standard_cells: pd.DataFrame, scaled_cells: pd.DataFrame, s
                 row[f"{arm}_d_star"] = float(cell.d_star) if cell.usable else math.nan
                 row[f"{arm}_width"] = _width(cells, task, n)
                 row[f"{arm}_interval"] = (interval_text(cell.d_star_low, cell.d_star_high, cell.spread,
-                                                        cell.seeds_at_d_star, cell.seed_count)
+                                                        cell.seeds_at_d_star, cell.seed_count, table=True)
                                           if cell.usable else "–")
                 row[f"{arm}_passing"] = f"{int(cell.top_passing)} of {int(cell.top_models)}"
                 row[f"{arm}_L"] = _median_L(laws, task, n, cell.d_star) if cell.usable else math.nan
@@ -162,7 +162,8 @@ def comparison_view(table: pd.DataFrame, s: float) -> pd.DataFrame:
     label = f"with s\u00a0ln\u00a0n (s\u00a0=\u00a0{number(s)})"
     rows = [{"task": r.task, "n": f"n\u00a0=\u00a0{r.n}",
              "smallest width, standard": r.standard_width, f"smallest width, {label}": r.scaled_width,
-             "95 % intervals, or the seeds that agree (standard; scaled)": f"{r.standard_interval}; {r.scaled_interval}",
+             "95 % intervals, or the seeds that agree (standard; scaled)":
+                 f"{r.standard_interval}; {r.scaled_interval}",
              "L at the smallest width (standard; scaled)": f"{number(r.standard_L, 3)}; {number(r.scaled_L, 3)}",
              "L at the largest width (standard; scaled)": f"{number(r.standard_L_top, 3)}; {number(r.scaled_L_top, 3)}",
              "meeting the bar at the largest width (standard; scaled)": f"{r.standard_passing}; {r.scaled_passing}"}

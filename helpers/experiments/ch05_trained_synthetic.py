@@ -436,10 +436,12 @@ def d_star_text(row) -> str:
     return saturation.bracket_text(row.d_qk_trained, row.d_star, bool(row.d_star_at_first))
 
 
-def interval_of(row) -> str:
+def interval_of(row, table: bool = False) -> str:
     """A cell's 95 % interval over models as `saturation.interval_text` writes it: "3 to 6", or "3 of 3 seeds give
-    it alone" where the 2.5 and 97.5 % quantiles of the bootstrap resamples coincide."""
-    return saturation.interval_text(row.d_star_low, row.d_star_high, row.spread, row.seeds_at_d_star, row.seed_count)
+    it alone" ("3 of 3 seeds" in a `table`) where the 2.5 and 97.5 % quantiles of the bootstrap resamples
+    coincide."""
+    return saturation.interval_text(row.d_star_low, row.d_star_high, row.spread, row.seeds_at_d_star, row.seed_count,
+                                    table=table)
 
 
 def curve_text(cells: pd.DataFrame, task: str) -> str:
@@ -899,7 +901,8 @@ def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
         "task": cells.task, "n": cells.n, "used": cells.usable.map({True: "yes", False: "no"}),
         "accuracy at the largest width": cells.top_accuracy,
         "smallest width (accuracy)": [d_star_text(r) if r.usable else "–" for r in cells.itertuples()],
-        "95 % interval, or the seeds that agree": [interval_of(r) if r.usable else "–" for r in cells.itertuples()],
+        "95 % interval, or the seeds that agree": [interval_of(r, table=True) if r.usable else "–"
+                                                   for r in cells.itertuples()],
         "smallest width (hardmax rank)": cells.d_star_hardmax_rank.where(cells.usable),
         "smallest width (numerical rank)": cells.d_star_numerical_rank.where(cells.usable),
         "models meeting the bar at the largest width": [f"{p} of {m}" for p, m in zip(cells.top_passing, cells.top_models)],

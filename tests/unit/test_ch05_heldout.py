@@ -84,10 +84,17 @@ def test_an_exact_logarithm_is_predicted_only_by_the_logarithmic_forms():
     assert "a + b·ln n and a + b·(ln n)² predict it and c·√n and c·n do not" in heldout.sentence("copy", narrow)
     # the measured 23 has an interval of one value: the seeds behind it are named instead
     assert "measured 23 (3 of 3 seeds give it alone) at n = 128" in heldout.sentence("copy", narrow)
+    assert heldout.heldout_view({"copy": narrow}).iloc[0]["measured (95 % interval, or the seeds that agree)"] == \
+        "23 (3 of 3 seeds)"
     moved = heldout.heldout_table(cells(d, low=22, high=23), boots(d, spread=0.01), "copy")
     assert "measured 23 (95 % interval 22 to 23) at n = 128" in heldout.sentence("copy", moved)
     assert heldout.heldout_view({"copy": moved}).iloc[0]["measured (95 % interval, or the seeds that agree)"] == \
         "23 (22 to 23)"
+    gap = cells(d, low=21, high=23).assign(d_star_lowest=[20.0, 21.0, 22.0, 22.0])   # 22 not trained at n = 128
+    assert heldout.heldout_table(gap, boots(d, spread=0.01), "copy").measured_text.iloc[0] == \
+        "22 to 23 (95 % interval 21 to 23)"                        # the bracket, never the point alone
+    first = cells(d).assign(d_star_at_first=True)
+    assert heldout.heldout_table(first, boots(d, spread=0.01), "copy").measured_cell.iloc[0] == "≤ 23 (3 of 3 seeds)"
     assert heldout.summary({"copy": narrow, "reversal": table}) == (
         "Held out at n = 128, the largest n is predicted for every task by "
         "a + b·ln n and a + b·(ln n)²; c·√n misses it for copy and c·n misses it for copy and reversal.")

@@ -120,6 +120,7 @@ def test_an_interval_of_one_value_records_the_seeds_that_give_it_alone():
     assert not alike.spread and alike.low == alike.high == 4.0 and (alike.agreeing, alike.replicates) == (2, 2)
     assert sat.interval_text(alike.low, alike.high, alike.spread, alike.agreeing, alike.replicates) == \
         "2 of 2 seeds give it alone"
+    assert sat.interval_text(4.0, 4.0, False, 1, 3, table=True) == "1 of 3 seeds"
     assert sat.interval_text(3.0, 8.0, True, 2, 3) == "3 to 8" and sat.interval_text(math.nan, 8.0, True, 0, 3) == "–"
     ragged = [seeds[:, j] for j in range(4)]                            # unpaired: no seed has a curve of its own
     assert sat.bootstrap_saturation(x, ragged, resamples=50, **sat.RISE).agreeing is None
