@@ -198,8 +198,6 @@ class SaturationInterval:
     resamples: int
     confidence: float
     values: np.ndarray | None = None
-    agreeing: int | None = None    # paired replicates whose own curve saturates at the point (None: unpaired)
-    replicates: int | None = None  # paired replicates (None: unpaired)
 
     @property
     def spread(self) -> bool:
@@ -244,8 +242,4 @@ def bootstrap_saturation(x, samples, *, resamples: int = 1000, confidence: float
             high = float(np.nanpercentile(values, 100 - tail, method="higher"))
         else:
             low, high = (float(v) for v in np.nanpercentile(values, [tail, 100 - tail]))
-    agreeing = replicates = None
-    if paired:   # each seed's own curve: what an interval of one value would hide
-        replicates = samples.shape[0]
-        agreeing = sum(saturation_point(x, row, **rule).value == point.value for row in samples)
-    return SaturationInterval(point, low, high, defined, resamples, confidence, values, agreeing, replicates)
+    return SaturationInterval(point, low, high, defined, resamples, confidence, values)

@@ -227,39 +227,54 @@ RULE = {**saturation.RISE, "level": LEVEL}
 RULES = {"loss": (-1.0, RULE), **{label: (1.0, RULE) for label in RANK_LABELS}}
 
 
+def seed_curves(part: pd.DataFrame, column: str) -> pd.DataFrame:
+    """`column` of a setting's valid models as a (seed x d_qk) table over every trained d_qk, NaN where a seed has
+    no valid model (the design gives extra seeds only to the widths an answer rests on)."""
+    table = part[part.valid].pivot_table(index="seed", columns="d_head", values=column)
+    return table.reindex(columns=sorted(part.d_head.unique()))
+
+
 def samples(part: pd.DataFrame, column: str):
     """The d_qk grid and the samples for `bootstrap_saturation`: a `(seeds, k)` array when every seed is valid at
     every d_qk (paired), else a list of k arrays (the valid seeds at each d_qk)."""
-    valid = part[part.valid]
-    table = valid.pivot_table(index="seed", columns="d_head", values=column)
-    grid = sorted(part.d_head.unique())
-    table = table.reindex(columns=grid)
+    table = seed_curves(part, column)
+    grid = table.columns
     if table.notna().all().all():
         return np.array(grid, dtype=float), table.to_numpy(dtype=float)
     return np.array(grid, dtype=float), [table[d].dropna().to_numpy(dtype=float) for d in grid]
 
 
+def seeds_agreeing(part: pd.DataFrame, column: str, sign: float, value: float, rule: dict) -> tuple[int, int]:
+    """(how many, of the seeds valid at every trained d_qk) give the saturation `value` on their own curve."""
+    whole = seed_curves(part, column).dropna()
+    x = whole.columns.to_numpy(float)
+    return sum(saturation.saturation_point(x, sign * row, **rule).value == value
+               for row in whole.to_numpy(float)), len(whole)
+
+
 def saturation_table(models: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Per (domain, n, quantity): the saturation d_qk of the seed-mean curve (value: a trained width; status) and
     its bootstrap interval over seeds (low, high: trained widths; NaN when fewer than 97.5 % of resamples define
-    it), whether that interval has width (`spread`) and, where every seed is valid at every width, how many of the
-    `seeds` give it on their own curve (`agreeing`), and `grid`, the trained widths the brackets are read on
+    it), whether that interval has width (`spread`), how many of the `seeds` valid at every trained width give it
+    on their own curve (`agreeing`), and `grid`, the trained widths the brackets are read on
     (`saturation.lowest_possible`)."""
     rows = []
     for (domain, n), part in models.groupby(["domain", "n"], sort=False):
         for quantity in QUANTITIES:
             sign, rule = RULES[quantity]
-            x, ys = samples(part, "test_loss" if quantity == "loss" else quantity)
+            column = "test_loss" if quantity == "loss" else quantity
+            x, ys = samples(part, column)
             row = {"domain": domain, "n": int(n), "quantity": quantity, "grid": [int(v) for v in x]}
             if any(np.size(c) == 0 for c in (ys.T if isinstance(ys, np.ndarray) else ys)):
                 rows.append({**row, "value": math.nan, "status": saturation.FLAT, "low": math.nan, "high": math.nan,
-                             "defined": 0.0, "spread": True, "agreeing": None, "seeds": None})
+                             "defined": 0.0, "spread": True, "agreeing": 0, "seeds": 0})
                 continue
             ys = sign * ys if isinstance(ys, np.ndarray) else [sign * c for c in ys]
             est = saturation.bootstrap_saturation(x, ys, resamples=resamples, seed=seed, **rule)
+            agreeing, seeds = seeds_agreeing(part, column, sign, est.point.value, rule)
             rows.append({**row, "value": est.point.value, "status": est.point.status, "low": est.low,
                          "high": est.high, "defined": est.defined, "spread": est.spread,
-                         "agreeing": est.agreeing, "seeds": est.replicates})
+                         "agreeing": agreeing, "seeds": seeds})
     return pd.DataFrame(rows)
 
 
@@ -304,8 +319,8 @@ def saturation_display(sat: pd.DataFrame, together: pd.DataFrame | None = None) 
         if not row.spread:
             # the interval's ends coincide: the seeds behind the width, never an interval of one value ("4 (4)")
             # that claims more than a few agreeing seeds show
-            behind = ("every resample" if pd.isna(row.agreeing) else
-                      english.count_of(int(row.agreeing), int(row.seeds), "seed").replace(" ", "\u00a0"))
+            behind = (english.count_of(int(row.agreeing), int(row.seeds), "seed") if row.seeds else
+                      "no seed at every width").replace(" ", "\u00a0")
             text += f"\u00a0({behind})"
         elif np.isfinite(low):
             interval = (f"≤\u00a0{english.number(high)}" if low == 0

@@ -107,12 +107,18 @@ def test_saturation_of_loss_and_rank_matches_a_hand_computation():
     assert table.loc["loss", "low"] <= table.loc["loss", "value"] <= table.loc["loss", "high"]
     assert {table.loc[q, k] for q in ch.QUANTITIES for k in ("value", "low", "high")} <= set(d), "grid readings"
     assert set(table.status) == {"inside"} and table.loc["loss", "grid"] == d
+    # each seed's own curve, by hand: where an interval's ends coincide, these seeds are what the table shows
+    for quantity, curves in (("loss", -loss), ("hardmax", ranks)):
+        own = [_saturation_by_hand(d, list(c)) for c in curves]
+        assert table.loc[quantity, "agreeing"] == own.count(table.loc[quantity, "value"])
+        assert table.loc[quantity, "seeds"] == 3
 
 
 def test_saturation_with_an_excluded_model_uses_the_remaining_seeds():
     loss = [[2.0, 1.6, 1.5, 1.5]] * 3
     table = ch.saturation_table(_models(loss, [[1, 2, 3, 3]] * 3, diverged={(1, 4)}), resamples=50)
     assert np.isfinite(table.set_index("quantity").loc["loss", "value"])
+    assert table.set_index("quantity").loc["loss", "seeds"] == 2    # seed 1 has no valid model at d_qk = 4
 
 
 @pytest.mark.parametrize("loss, rank, included, outcome", [
@@ -191,7 +197,7 @@ def test_saturation_display_names_the_edge_cases():
         {"domain": "bbc", "n": 64, "quantity": "hardmax", "value": 1.0, "status": "at_first", "low": 1.0, "high": 1.0},
         {"domain": "bbc", "n": 64, "quantity": "numerical@1e-03", "value": math.nan, "status": "flat",
          "low": math.nan, "high": math.nan}]).assign(grid=[grid] * 3, spread=[True, False, True],
-                                                     agreeing=[None, 3, None], seeds=[None, 3, None])
+                                                     agreeing=[0, 3, 0], seeds=[3, 3, 0])
     row = ch.saturation_display(sat).loc["bbc, n\u00a0=\u00a064"]
     assert row.tolist() == ["5–\u206016\u00a0(3–\u206016)", "≤\u00a01\u00a0(3\u00a0of\u00a03\u00a0seeds)", "–"]
     together = pd.DataFrame([{"domain": "bbc", "n": 64, "hardmax": "loss_later", "numerical@1e-03": "untestable"}])
@@ -201,8 +207,8 @@ def test_saturation_display_names_the_edge_cases():
     one = sat.iloc[[0]].assign(value=4.0, low=4.0, high=4.0, grid=[[1, 2, 3, 4, 16]], spread=False, agreeing=3,
                                seeds=3)
     assert ch.saturation_display(one).loc["bbc, n\u00a0=\u00a064", "loss"] == "4\u00a0(3\u00a0of\u00a03\u00a0seeds)"
-    unpaired = one.assign(agreeing=None, seeds=None)            # seeds not valid at every width: no seed curves
-    assert ch.saturation_display(unpaired).loc["bbc, n\u00a0=\u00a064", "loss"] == "4\u00a0(every resample)"
+    none = one.assign(agreeing=0, seeds=0)                       # no seed valid at every width: no curve to count
+    assert ch.saturation_display(none).loc["bbc, n\u00a0=\u00a064", "loss"] == "4\u00a0(no\u00a0seed\u00a0at\u00a0every\u00a0width)"
 
 
 def _quality(*settings):

@@ -110,20 +110,20 @@ def test_bootstrap_interval_over_seeds():
     assert sat.bootstrap_saturation(x, ragged, resamples=100).defined == 1.0
 
 
-def test_an_interval_of_one_value_records_the_seeds_that_give_it_alone():
+def test_an_interval_whose_ends_coincide_is_written_as_the_seeds_that_give_it_alone():
     x = [1, 2, 4, 8]
     # rise from 0 to 10; 95 % of it is reached at d = 4 by seeds 0 and 1, at 8 by seed 2 (by hand: 9.5 > 9 at 4)
     seeds = np.array([[0.0, 5.0, 10.0, 10.0], [0.0, 4.0, 9.9, 10.0], [0.0, 4.0, 9.0, 10.0]])
     wide = sat.bootstrap_saturation(x, seeds, resamples=400, seed=0, **sat.RISE)
-    assert wide.spread and (wide.low, wide.high) == (4.0, 8.0) and (wide.agreeing, wide.replicates) == (2, 3)
+    assert wide.spread and (wide.low, wide.high) == (4.0, 8.0)
     alike = sat.bootstrap_saturation(x, seeds[:2], resamples=400, seed=0, **sat.RISE)
-    assert not alike.spread and alike.low == alike.high == 4.0 and (alike.agreeing, alike.replicates) == (2, 2)
-    assert sat.interval_text(alike.low, alike.high, alike.spread, alike.agreeing, alike.replicates) == \
-        "2 of 2 seeds give it alone"
+    assert not alike.spread and alike.low == alike.high == 4.0
+    assert sat.interval_text(alike.low, alike.high, alike.spread, 2, 2) == "2 of 2 seeds give it alone"
     assert sat.interval_text(4.0, 4.0, False, 1, 3, table=True) == "1 of 3 seeds"
     assert sat.interval_text(3.0, 8.0, True, 2, 3) == "3 to 8" and sat.interval_text(math.nan, 8.0, True, 0, 3) == "–"
-    ragged = [seeds[:, j] for j in range(4)]                            # unpaired: no seed has a curve of its own
-    assert sat.bootstrap_saturation(x, ragged, resamples=50, **sat.RISE).agreeing is None
+    undefined = sat.bootstrap_saturation([1, 2], np.array([[0.0, 1.0], [0.0, 1.0]]), resamples=20, reference=5.0,
+                                         level=1.0)
+    assert math.isnan(undefined.low) and undefined.spread        # undefined is not "ends coincide"
 
 
 def test_bootstrap_hides_no_undefined_resamples():
