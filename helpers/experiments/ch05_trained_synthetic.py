@@ -452,14 +452,16 @@ def curve_text(cells: pd.DataFrame, task: str) -> str:
     if part.empty:
         return "no usable sequence length"
     text = f"{join([d_star_text(r) for r in part.itertuples()])} at n = {join([str(n) for n in part.n])}"
-    unanimous = [not r.spread and r.seeds_at_d_star == r.seed_count for r in part.itertuples()]
-    notes = [("95 % interval " if r.spread else "") + f"{interval_of(r)} at n = {r.n}"
-             for r, all_agree in zip(part.itertuples(), unanimous) if not all_agree]
-    if not notes:
+    intervals = [f"{interval_of(r)} at n = {r.n}" for r in part.itertuples() if r.spread]
+    counts = [f"{interval_of(r)} at n = {r.n}" for r in part.itertuples()
+              if not r.spread and r.seeds_at_d_star < r.seed_count]
+    if not intervals and not counts:
         return text + (" (each of its seeds gives it alone)" if len(part) == 1 else
                        " (in each cell every seed gives it alone)")
-    rest = "" if len(notes) == len(part) else "; in the others every seed gives it alone"
-    return text + f" ({join(notes, separator='; ')}{rest})"
+    notes = ([f"95 % {'interval' if len(intervals) == 1 else 'intervals'} {join(intervals, separator='; ')}"]
+             if intervals else []) + counts
+    rest = "" if len(intervals) + len(counts) == len(part) else "; in the others every seed gives it alone"
+    return text + f" ({'; '.join(notes)}{rest})"
 
 
 def robustness_text(verdict: Verdict) -> str:

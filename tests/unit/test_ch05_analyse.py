@@ -267,9 +267,12 @@ def test_headline_and_curve_text():
                                                            "seed gives it alone)")
     cells = cells_of(result).assign(d_star_low=[4.0, 4.0, 8.0], d_star_high=[4.0, 8.0, 8.0],
                                     spread=[False, True, False], seeds_at_d_star=[3, 2, 2])
-    assert chapter.curve_text(cells, "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (95 % interval 4 to 8 at n = 64 and "
+    assert chapter.curve_text(cells, "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (95 % interval 4 to 8 at n = 64; "
                                                  "2 of 3 seeds give it alone at n = 256; in the others every seed "
                                                  "gives it alone)")
+    two = cells.assign(spread=[True, True, False], seeds_at_d_star=[3, 2, 3], d_star_low=[3.0, 4.0, 8.0])
+    assert chapter.curve_text(two, "copy") == ("4, 6 and 8 at n = 16, 64 and 256 (95 % intervals 3 to 4 at n = 16 "
+                                               "and 4 to 8 at n = 64; in the others every seed gives it alone)")
     # widths not trained below the answer: the bracket of trained widths, never one interpolated number
     coarse = cells_of(judged(rows("copy", {16: 4, 64: 6, 256: 8}, grid=[1, 2, 8, 64])))
     assert chapter.curve_text(coarse, "copy").startswith("3 to 8, 3 to 8 and 3 to 8 at n = 16, 64 and 256")
