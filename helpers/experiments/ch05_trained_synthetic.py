@@ -166,9 +166,12 @@ def bootstrap_saturation(table: pd.DataFrame, replicates: int, seed: int) -> np.
 
 
 def seed_saturations(table: pd.DataFrame) -> np.ndarray:
-    """The saturation d_qk of each seed's own accuracy curve (the columns of a seed table): `(seeds,)`."""
-    widths = table.index.to_numpy(float)
-    return np.array([_saturation_where_trained(widths, table[s].to_numpy(float)) for s in table.columns])
+    """The saturation d_qk of the own accuracy curve of each seed with a model at every width of a seed table
+    (an extra seed, trained only at the widths an answer rests on, has no curve of its own): `(complete seeds,)`."""
+    whole = table.dropna(axis=1)
+    widths = whole.index.to_numpy(float)
+    return np.array([saturation.saturation_point(widths, whole[s].to_numpy(float), **RULE).value
+                     for s in whole.columns])
 
 
 @dataclass
@@ -237,8 +240,8 @@ def cell_table(frame: pd.DataFrame, replicates: int = BOOTSTRAP, seed: int = 0,
             # where the resamples' quantiles coincide, an interval would say more than the seeds can back (3
             # seeds agreeing leave up to 63 % of seeds free to differ): the book says how many give it alone
             row["spread"] = bool(high > low)
-            row["seeds_at_d_star"] = int((seed_saturations(acc) == row["d_star"]).sum())
-            row["seed_count"] = int(acc.shape[1])
+            own = seed_saturations(acc)
+            row["seeds_at_d_star"], row["seed_count"] = int((own == row["d_star"]).sum()), len(own)
         else:
             row["d_star_low"] = row["d_star_high"] = float("nan")
             row["spread"], row["seeds_at_d_star"], row["seed_count"] = False, 0, 0

@@ -491,6 +491,8 @@ def test_the_bootstrap_reads_a_resample_of_extra_seeds_at_the_widths_they_have()
     reps = chapter.bootstrap_saturation(table, 400, seed=0)
     assert np.isfinite(reps).all()
     assert set(np.unique(reps)) <= {2.0, 4.0, 8.0} and 8.0 in reps and 4.0 in reps
+    # by hand (95 % of the rise from 0.2 to 1.0 is 0.96): seeds 0 to 2 reach it at 4; seeds 3 and 4 have no curve
+    assert chapter.seed_saturations(table).tolist() == [4.0, 4.0, 4.0]
 
 
 def test_the_scalable_softmax_comparison_is_judged_from_both_arms():
