@@ -164,6 +164,14 @@ def bracket_text(grid, x: float, at_first: bool = False, digits: int = 3) -> str
     return span_short(lowest_possible(grid, x), x, digits)
 
 
+def own_points(x, curves, **rule) -> np.ndarray:
+    """The saturation point of each replicate's own curve, for the rows of `curves` `(replicates, k)` measured at
+    every x (a row with a NaN, such as an extra seed trained at only some widths, has no curve of its own and is
+    left out): `(complete replicates,)`. `rule`: the options of `saturation_point`."""
+    curves = np.asarray(curves, dtype=np.float64)
+    return np.array([saturation_point(x, row, **rule).value for row in curves[np.isfinite(curves).all(axis=1)]])
+
+
 def interval_text(low: float, high: float, spread: bool, agreeing: int, seeds: int, digits: int = 3,
                   table: bool = False) -> str:
     """A bootstrap interval over seeds of a saturation point on a grid: "3 to 6" (`low` already the smallest width

@@ -161,8 +161,7 @@ def heldout_view(tables: dict) -> pd.DataFrame:
              "fitted to n": ", ".join(map(str, r.fitted_n)), "held-out n": r.n,
              "predicted width (95 % interval)":
                  f"{number(r.predicted, 2)} ({span_short(r.predicted_low, r.predicted_high, 2)})",
-             "measured (95 % interval, or the seeds that agree)":
-                 r.measured_cell,
+             "measured (95 % interval, or the seeds that agree)": r.measured_cell,
              "predicts it": "yes" if r.predicts else "no"}
             for table in tables.values() if not table.empty for r in table.itertuples()]
     if not rows:

@@ -148,30 +148,24 @@ def saturation_of(table: pd.DataFrame) -> saturation.Saturation:
     return saturation.saturation_point(table.index.to_numpy(float), table.mean(axis=1, skipna=True).to_numpy(), **RULE)
 
 
-def _saturation_where_trained(widths: np.ndarray, curve: np.ndarray) -> float:
-    """The saturation d_qk of a curve `(len(widths),)` read at the widths where it has a value: an extra seed
-    (trained at the widths an answer rests on, not at every width), or a resample drawn only from extra seeds, has
-    no model at some widths."""
-    have = np.isfinite(curve)
-    return saturation.saturation_point(widths[have], curve[have], **RULE).value
-
-
 def bootstrap_saturation(table: pd.DataFrame, replicates: int, seed: int) -> np.ndarray:
     """Saturation d_qk of `replicates` resamples of the model seeds (`scaling.resample_models`: every model,
     drawn with replacement, jointly for every d_qk of the cell), each read at the widths where it has a model:
     `(replicates,)`."""
     widths = table.index.to_numpy(float)
-    return scaling.resample_models([table.to_numpy(dtype=float)],
-                                   lambda curve: _saturation_where_trained(widths, curve), replicates, seed)[:, 0]
+
+    def statistic(curve):
+        # a resample drawn only from extra seeds (trained at the widths an answer rests on, not at every width)
+        # has no model at some widths: its curve is read at the widths it has
+        have = np.isfinite(curve)
+        return saturation.saturation_point(widths[have], curve[have], **RULE).value
+    return scaling.resample_models([table.to_numpy(dtype=float)], statistic, replicates, seed)[:, 0]
 
 
 def seed_saturations(table: pd.DataFrame) -> np.ndarray:
-    """The saturation d_qk of the own accuracy curve of each seed with a model at every width of a seed table
-    (an extra seed, trained only at the widths an answer rests on, has no curve of its own): `(complete seeds,)`."""
-    whole = table.dropna(axis=1)
-    widths = whole.index.to_numpy(float)
-    return np.array([saturation.saturation_point(widths, whole[s].to_numpy(float), **RULE).value
-                     for s in whole.columns])
+    """The saturation d_qk of the own accuracy curve of each seed (column) of a seed table with a model at every
+    width (`saturation.own_points`): `(complete seeds,)`."""
+    return saturation.own_points(table.index.to_numpy(float), table.to_numpy(float).T, **RULE)
 
 
 @dataclass
@@ -244,7 +238,7 @@ def cell_table(frame: pd.DataFrame, replicates: int = BOOTSTRAP, seed: int = 0,
             row["seeds_at_d_star"], row["seed_count"] = int((own == row["d_star"]).sum()), len(own)
         else:
             row["d_star_low"] = row["d_star_high"] = float("nan")
-            row["spread"], row["seeds_at_d_star"], row["seed_count"] = False, 0, 0
+            row["spread"], row["seeds_at_d_star"], row["seed_count"] = True, 0, 0   # undefined, as in saturation
         for measure in ("hardmax_rank_mean", "numerical_rank_mean"):
             table = usable_points(seed_table(part, measure), min_seeds)
             row[f"d_star_{measure.removesuffix('_mean')}"] = saturation_of(table).value if len(table) else float("nan")

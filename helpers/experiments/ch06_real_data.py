@@ -245,11 +245,11 @@ def samples(part: pd.DataFrame, column: str):
 
 
 def seeds_agreeing(part: pd.DataFrame, column: str, sign: float, value: float, rule: dict) -> tuple[int, int]:
-    """(how many, of the seeds valid at every trained d_qk) give the saturation `value` on their own curve."""
-    whole = seed_curves(part, column).dropna()
-    x = whole.columns.to_numpy(float)
-    return sum(saturation.saturation_point(x, sign * row, **rule).value == value
-               for row in whole.to_numpy(float)), len(whole)
+    """(how many, of the seeds valid at every trained d_qk) give the saturation `value` on their own curve
+    (`saturation.own_points`)."""
+    curves = seed_curves(part, column)
+    own = saturation.own_points(curves.columns.to_numpy(float), sign * curves.to_numpy(float), **rule)
+    return int((own == value).sum()), len(own)
 
 
 def saturation_table(models: pd.DataFrame, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
