@@ -967,7 +967,7 @@ def verdicts_view(result: ChapterResult, cells: pd.DataFrame, tasks) -> pd.DataF
                     "cells left out": excluded_text(cells, task), "robustness": robustness_text(verdict),
                     "the largest n held out": held.sentence if held else "–",
                     "the margin law (widest heads)": law.sentence if law else "–"}
-        rows += [{"task": task, "finding": what, "in words": text} for what, text in findings.items()]
+        rows += [{"task": task, "finding": what, "what the data say": text} for what, text in findings.items()]
     return pd.DataFrame(rows).set_index(["task", "finding"]).rename_axis(index=[None, None])
 
 

@@ -545,9 +545,10 @@ def test_every_task_is_described_in_words_outside_the_training_module():
 def test_the_verdicts_table_has_one_row_per_finding_with_each_sentence_whole():
     result = judged(rows("copy", {16: 2, 32: 4, 64: 6, 128: 8}), N_VALUES=[16, 32, 64, 128])
     view = chapter.verdicts_view(result, cells_of(result), ["copy"])
-    assert list(view.columns) == ["in words"]                       # one wide column of sentences, not six narrow
+    assert list(view.columns) == ["what the data say"]  # one wide column of sentences, not six narrow
     assert [what for _, what in view.index] == ["growth verdict", "smallest width per n", "cells left out",
                                                 "robustness", "the largest n held out", "the margin law (widest heads)"]
-    assert view.loc[("copy", "growth verdict"), "in words"] == verdict_of(result).sentence
-    assert view.loc[("copy", "smallest width per n"), "in words"] == chapter.curve_text(cells_of(result), "copy")
-    assert view.loc[("copy", "the largest n held out"), "in words"] == result.verdicts["ch5_copy_heldout"].sentence
+    said = view["what the data say"]
+    assert said[("copy", "growth verdict")] == verdict_of(result).sentence
+    assert said[("copy", "smallest width per n")] == chapter.curve_text(cells_of(result), "copy")
+    assert said[("copy", "the largest n held out")] == result.verdicts["ch5_copy_heldout"].sentence

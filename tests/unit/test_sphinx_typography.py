@@ -1,0 +1,51 @@
+"""helpers.sphinx_typography: the space between a number and "%" cannot break, in the prose and after a pasted
+(glued) value, while code, literal text and maths keep their spaces; checked on docutils trees and in a tiny
+Sphinx build."""
+
+import pytest
+from bs4 import BeautifulSoup
+from docutils import nodes
+
+from helpers.sphinx_typography import NO_BREAK, bind_percent_signs
+
+
+def paragraph(*children) -> nodes.paragraph:
+    return nodes.paragraph("", "", *children)
+
+
+def test_a_space_between_a_number_and_percent_cannot_break():
+    tree = paragraph(nodes.Text("95 % of seeds, and 12.5 % of rows"))
+    assert bind_percent_signs(tree) == 2
+    assert tree.astext() == f"95{NO_BREAK}% of seeds, and 12.5{NO_BREAK}% of rows"
+
+
+def test_a_pasted_number_followed_by_its_percent_sign_is_bound():
+    # what {glue:text}`ch5_agree_bound` % becomes: the value in an inline node, then " % of all seeds"
+    tree = paragraph(nodes.Text("up to "), nodes.inline("", "63"), nodes.Text(" % of all seeds"))
+    assert bind_percent_signs(tree) == 1
+    assert tree.astext() == f"up to 63{NO_BREAK}% of all seeds"
+
+
+def test_words_code_and_maths_keep_their_spaces():
+    tree = paragraph(nodes.Text("the rest % is text; "), nodes.literal("", "print(5 % 3)"),
+                     nodes.math("", r"50 \% "), nodes.inline("", "n"), nodes.Text(" % 2"))
+    block = nodes.literal_block("", "x = 7 % 2")
+    section = nodes.section("", tree, block)
+    before = section.astext()
+    assert bind_percent_signs(section) == 0
+    assert section.astext() == before
+
+
+pytest.importorskip("myst_nb")
+from sphinx_build import build_html  # noqa: E402
+
+
+def test_the_built_page_binds_percent_signs(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "html"
+    src.mkdir()
+    (src / "conf.py").write_text('extensions = ["myst_nb", "helpers.sphinx_typography"]\nnb_execution_mode = "off"\n')
+    (src / "index.md").write_text("# Page\n\nAbout 63 % of seeds.\n\n```python\nx = 7 % 2\n```\n")
+    build_html(src, out)
+    page = BeautifulSoup((out / "index.html").read_text(), "html.parser")
+    assert f"About 63{NO_BREAK}% of seeds." in page.find("p").get_text()
+    assert page.find(class_="highlight").get_text().strip() == "x = 7 % 2"
