@@ -9,9 +9,11 @@
     join(["a", "b", "c"])         "a, b and c";   join([]) -> "none"
     span(0.41, 0.63)              "from 0.41 to 0.63";   span(2, 2) -> "2"
     signed(-1.5, "standard error", above="above", below="below")   "1.5 standard errors below"
+    bind_percent("63 % of seeds")  "63\u00a0% of seeds"   (a no-break space: the number and "%" share a line)
 """
 
 import math
+import re
 
 from .errors import ArgumentError
 
@@ -127,6 +129,16 @@ def signed(value, unit: str, above: str = "above", below: str = "below", digits:
     if len(unit) <= 1:
         return f"{number(magnitude, digits)} {unit} {side}".replace("  ", " ")
     return f"{plural(magnitude, unit, plural_form, digits)} {side}"
+
+
+NO_BREAK = "\u00a0"
+_SPACE_BEFORE_PERCENT = re.compile(r"(?<=\d) (?=%)")
+
+
+def bind_percent(text: str) -> str:
+    """`text` with every space between a digit and "%" made a no-break space, so that a line never ends between
+    "63" and "%" (the book writes percentages with a space)."""
+    return _SPACE_BEFORE_PERCENT.sub(NO_BREAK, text)
 
 
 def percent(share, digits: int = 2) -> str:

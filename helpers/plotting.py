@@ -154,7 +154,8 @@ def rank_curves(ax, frame, hue: str = "n", x: str = "d_head", y: str = "rank_ove
 
 def table(frame, digits: int = 3, missing: str = "–"):
     """A DataFrame formatted for the page: integer-valued columns as integers, others to `digits` decimals,
-    missing values as `missing` (say in the text what it means). Returns a Styler (rendered as an HTML table)."""
+    missing values as `missing` (say in the text what it means), "95 %" never broken between the number and "%".
+    Returns a Styler (rendered as an HTML table)."""
     import pandas as pd
 
     def fmt(column):
@@ -164,12 +165,18 @@ def table(frame, digits: int = 3, missing: str = "–"):
             return lambda x: missing if pd.isna(x) else f"{int(x)}"
         if is_number:
             return lambda x: missing if pd.isna(x) or not np.isfinite(x) else f"{x:.{digits}f}"
-        return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else str(x)
+        return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else bind(str(x))
+
+    def bind(x):   # "95 %" kept on one line
+        return english.bind_percent(x) if isinstance(x, str) else x
+
+    def row_label(x):
+        return missing if x is None else (number_text(x) if isinstance(x, float) else bind(x))
 
     styled = frame.style.format({c: fmt(frame[c]) for c in frame.columns})
     words = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])
              and frame[c].map(lambda v: isinstance(v, str) and len(v) > 40).any()]   # columns of sentences
-    styled = styled.format_index(lambda x: missing if x is None else (number_text(x) if isinstance(x, float) else x))
+    styled = styled.format_index(row_label).format_index(bind, axis=1)
     # the theme styles tables of class "dataframe"; the padding keeps neighbouring numbers apart
     styled = styled.set_table_attributes('class="dataframe"').set_table_styles(
         [{"selector": "", "props": "font-size: 0.85em;"},

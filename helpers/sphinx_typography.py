@@ -10,8 +10,8 @@ import re
 
 from docutils import nodes
 
-NO_BREAK = "\u00a0"
-_AFTER_NUMBER = re.compile(r"(?<=\d) (?=%)")
+from .english import NO_BREAK, bind_percent
+
 _LEAVE_ALONE = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw, nodes.FixedTextElement)
 
 
@@ -45,7 +45,7 @@ def bind_percent_signs(doctree: nodes.Node) -> int:
     for text in list(doctree.findall(nodes.Text)):
         if _kept(text):
             continue
-        value = _AFTER_NUMBER.sub(NO_BREAK, str(text))
+        value = bind_percent(str(text))
         if value.startswith(" %") and re.search(r"\d$", _previous_text(text)):  # " %" after a pasted number
             value = NO_BREAK + value[1:]
         if value != str(text):

@@ -38,6 +38,13 @@ def test_signed_never_writes_a_negative_magnitude():
     assert en.percent(0.953) == "95 %" and en.percent(math.nan) == "n/a"
 
 
+def test_bind_percent_joins_a_number_to_its_percent_sign_only():
+    nb = "\u00a0"
+    assert en.bind_percent("95 % interval; 12.5 % of rows") == f"95{nb}% interval; 12.5{nb}% of rows"
+    assert en.bind_percent("the rest % stays, 7 %% too") == f"the rest % stays, 7{nb}%% too"
+    assert en.bind_percent(en.percent(0.63)) == f"63{nb}%"
+
+
 @pytest.mark.parametrize("value, digits, text, maths", [
     (3.7e-7, 2, "3.7 × 10⁻⁷", r"$3.7 \times 10^{-7}$"), (1e-5, 1, "10⁻⁵", r"$10^{-5}$"),
     (2e-5, 3, "2 × 10⁻⁵", r"$2 \times 10^{-5}$"), (-1e-9, 2, "-10⁻⁹", r"$-10^{-9}$"),
