@@ -165,7 +165,7 @@ def table(frame, digits: int = 3, missing: str = "–"):
             return lambda x: missing if pd.isna(x) else f"{int(x)}"
         if is_number:
             return lambda x: missing if pd.isna(x) or not np.isfinite(x) else f"{x:.{digits}f}"
-        return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else bind(str(x))
+        return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else english.bind_percent(str(x))
 
     def bind(x):   # "95 %" kept on one line
         return english.bind_percent(x) if isinstance(x, str) else x

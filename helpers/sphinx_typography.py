@@ -6,8 +6,6 @@ space between a number, or the end of a pasted value, and "%" becomes a no-break
 text, maths and raw HTML are left alone. Listed in `_config.yml` under `sphinx.config.extensions`.
 """
 
-import re
-
 from docutils import nodes
 
 from .english import NO_BREAK, bind_percent
@@ -45,9 +43,8 @@ def bind_percent_signs(doctree: nodes.Node) -> int:
     for text in list(doctree.findall(nodes.Text)):
         if _kept(text):
             continue
-        value = bind_percent(str(text))
-        if value.startswith(" %") and re.search(r"\d$", _previous_text(text)):  # " %" after a pasted number
-            value = NO_BREAK + value[1:]
+        tail = _previous_text(text)[-1:]   # a pasted number ends in the node before: "63" then " % of"
+        value = bind_percent(tail + str(text))[len(tail):]
         if value != str(text):
             replaced += value.count(NO_BREAK) - str(text).count(NO_BREAK)
             text.parent.replace(text, nodes.Text(value))
