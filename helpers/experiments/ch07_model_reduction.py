@@ -460,13 +460,13 @@ def r_cell(row) -> str:
 
 def smallest_display(smallest: pd.DataFrame) -> pd.DataFrame:
     """`smallest_r_table` as the chapter's table: one row per setting (in run order) with the smallest r without
-    fine-tuning, its per-seed range, the smallest r after fine-tuning (`r_cell`) and the loss increase at rank 1."""
+    fine-tuning, the range of the seeds' own answers, the smallest r after fine-tuning (`r_cell`) and the loss increase at rank 1."""
     rows = []
     for (domain, n), part in smallest.groupby(["domain", "n"], sort=False):
         by = {r.stage: r for _, r in part.iterrows()}
         t, f = by["truncated"], by.get("finetuned")
         rows.append({"setting": f"{domain}, n = {n}", "smallest r, no fine-tuning": r_cell(t),
-                     "per seed": english.span_short(t.seed_low, t.seed_high),
+                     "range over seeds": english.span_short(t.seed_low, t.seed_high),
                      "smallest r, fine-tuned": r_cell(f) if f is not None else "not run",
                      "loss at rank 1, no fine-tuning": f"+{english.number(float(rank1_cost_pct(part[part.stage == 'truncated']).iloc[0]), 2)} %"})
     return pd.DataFrame(rows).set_index("setting")

@@ -140,6 +140,8 @@ def test_chapter_table_and_summary_read_from_the_smallest_r_table():
     shown = ch.smallest_display(table).iloc[0]
     assert shown["smallest r, no fine-tuning"] == "3" and shown["smallest r, fine-tuned"] == "5 to 16"
     assert shown["loss at rank 1, no fine-tuning"] == "+20 %"
+    assert list(shown.index) == ["smallest r, no fine-tuning", "range over seeds", "smallest r, fine-tuned",
+                                 "loss at rank 1, no fine-tuning"]
     table["included"] = True
     assert ch.smallest_summary(table, 4).startswith("r = 3 of the 4 dimensions")
     table["included"] = False
