@@ -10,7 +10,7 @@ one process, interleaved (best of 3 for each side, so load changes hit both alik
      the fraction of the float32 matmul peak each reaches (useful FLOPs at each model's own width).
 BENCH_STEPS (default 12) sets the steps per model.
 
-Measured 2026-12-04 on this 2-core machine (quiet, BENCH_STEPS=12): see the README's benchmark notes.
+Figures (dated, with the machine): the README's section "Benchmarks".
 """
 
 import os
