@@ -10,6 +10,7 @@
     span(0.41, 0.63)              "from 0.41 to 0.63";   span(2, 2) -> "2"
     signed(-1.5, "standard error", above="above", below="below")   "1.5 standard errors below"
     bind_percent("63 % of seeds")  "63\u00a0% of seeds"   (a no-break space: the number and "%" share a line)
+    bind_equals("mnist, n = 16")   "mnist, n\u00a0=\u00a016"   (a symbol, "=" and its value share a line)
 """
 
 import math
@@ -139,6 +140,15 @@ def bind_percent(text: str) -> str:
     """`text` with every space between a digit and "%" made a no-break space, so that a line never ends between
     "63" and "%" (the book writes percentages with a space)."""
     return _SPACE_BEFORE_PERCENT.sub(NO_BREAK, text)
+
+
+_SPACES_AROUND_EQUALS = re.compile(r"\b([A-Za-z]\w{0,3}) = (?=[-−+]?\d)")
+
+
+def bind_equals(text: str) -> str:
+    """`text` with the spaces around "=" made no-break spaces where a short symbol is set to a number ("n = 16",
+    "d_qk = 32"), so that a line never ends inside "n = 16"."""
+    return _SPACES_AROUND_EQUALS.sub(rf"\1{NO_BREAK}={NO_BREAK}", text)
 
 
 def percent(share, digits: int = 2) -> str:

@@ -154,7 +154,7 @@ def rank_curves(ax, frame, hue: str = "n", x: str = "d_head", y: str = "rank_ove
 
 def table(frame, digits: int = 3, missing: str = "–"):
     """A DataFrame formatted for the page: integer-valued columns as integers, others to `digits` decimals,
-    missing values as `missing` (say in the text what it means), "95 %" never broken between the number and "%".
+    missing values as `missing` (say in the text what it means), "95 %" and "n = 16" never broken across lines.
     Returns a Styler (rendered as an HTML table)."""
     import pandas as pd
 
@@ -165,10 +165,10 @@ def table(frame, digits: int = 3, missing: str = "–"):
             return lambda x: missing if pd.isna(x) else f"{int(x)}"
         if is_number:
             return lambda x: missing if pd.isna(x) or not np.isfinite(x) else f"{x:.{digits}f}"
-        return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else english.bind_percent(str(x))
+        return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else bind(str(x))
 
-    def bind(x):   # "95 %" kept on one line
-        return english.bind_percent(x) if isinstance(x, str) else x
+    def bind(x):   # "95 %" and "n = 16" kept on one line
+        return english.bind_percent(english.bind_equals(x)) if isinstance(x, str) else x
 
     def row_label(x):
         return missing if x is None else (number_text(x) if isinstance(x, float) else bind(x))

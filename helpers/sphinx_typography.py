@@ -1,14 +1,16 @@
-"""Sphinx extension: a number and its "%" stay on one line ("63 %", never "63" at a line's end and "%" on the next).
+"""Sphinx extension: a number and its "%" stay on one line ("63 %", never "63" at a line's end and "%" on the next),
+and so do a symbol, "=" and its value in plain text ("n = 256").
 
 The book writes a percentage with a space, "63 %", and the prose pastes many numbers with `{glue:text}`, so the
 number and the " %" after it are often separate text nodes. After every page is resolved (glue included), each
-space between a number, or the end of a pasted value, and "%" becomes a no-break space (U+00A0). Code, literal
+space between a number, or the end of a pasted value, and "%" becomes a no-break space (U+00A0), as do the spaces of
+"n = 256" (`helpers.english.bind_percent` and `bind_equals`, the rules tables follow too). Code, literal
 text, maths and raw HTML are left alone. Listed in `_config.yml` under `sphinx.config.extensions`.
 """
 
 from docutils import nodes
 
-from .english import NO_BREAK, bind_percent
+from .english import NO_BREAK, bind_equals, bind_percent
 
 _LEAVE_ALONE = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw, nodes.FixedTextElement)
 
@@ -36,15 +38,15 @@ def _previous_text(text: nodes.Text) -> str:
     return ""
 
 
-def bind_percent_signs(doctree: nodes.Node) -> int:
-    """Replace the space before "%" after a number with a no-break space in every text node of `doctree`
-    (in place); returns how many spaces it replaced."""
+def bind_spaces(doctree: nodes.Node) -> int:
+    """Replace the space before "%" after a number, and those around "=" in "n = 256", with no-break spaces in every
+    text node of `doctree` (in place); returns how many spaces it replaced."""
     replaced = 0
     for text in list(doctree.findall(nodes.Text)):
         if _kept(text):
             continue
         tail = _previous_text(text)[-1:]   # a pasted number ends in the node before: "63" then " % of"
-        value = bind_percent(tail + str(text))[len(tail):]
+        value = bind_percent(bind_equals(tail + str(text)))[len(tail):]
         if value != str(text):
             replaced += value.count(NO_BREAK) - str(text).count(NO_BREAK)
             text.parent.replace(text, nodes.Text(value))
@@ -52,7 +54,7 @@ def bind_percent_signs(doctree: nodes.Node) -> int:
 
 
 def _on_doctree_resolved(app, doctree, docname) -> None:
-    bind_percent_signs(doctree)
+    bind_spaces(doctree)
 
 
 def setup(app):

@@ -429,3 +429,17 @@ def _summary(P, curves, result) -> None:
     unit_numerical = [c for c in outcome.index if c.endswith(", unit") and "numerical" in c]
     result.quote("ch4_unit_numerical_fails", sum(c in groups["above"] for c in unit_numerical), "d")
     result.quote("ch4_unit_numerical_total", len(unit_numerical), "d")
+
+
+def summary_view(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary table as the chapter shows it, narrow enough for the page: one row per condition, named on one line
+    and without the words the caption says ("numerical 10⁻³, unit", "hardmax (any scale)"),
+    one column per input kind, and whether the barrier holds; the bound, one value at this n, goes to the caption."""
+    view = summary.set_index("condition").drop(columns="bound").rename(columns=lambda c: c.replace("_", " "))
+    view.index = [c.removeprefix("softmax ").replace(", tol", "").replace("hardmax rank", "hardmax")
+                  .replace(" ", english.NO_BREAK) for c in view.index]
+    nb = english.NO_BREAK   # each answer and each reason on one line (near\u2011uniform: a no-break hyphen)
+    shown = {"not a test: near-uniform softmax": "not a test: near\u2011uniform",
+             "not a test: soft measure": f"not a test: soft{nb}measure"}
+    view["barrier holds?"] = [shown.get(v, v.replace(" (", nb + "(")) for v in view["barrier holds?"]]
+    return view.rename_axis(index=None, columns=None)

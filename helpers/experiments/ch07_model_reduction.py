@@ -469,7 +469,7 @@ def smallest_display(smallest: pd.DataFrame) -> pd.DataFrame:
                      "range over seeds": english.span_short(t.seed_low, t.seed_high),
                      "smallest r, fine-tuned": r_cell(f) if f is not None else "not run",
                      "loss at rank 1, no fine-tuning": f"+{english.number(float(rank1_cost_pct(part[part.stage == 'truncated']).iloc[0]), 2)} %"})
-    return pd.DataFrame(rows).set_index("setting")
+    return pd.DataFrame(rows).set_index("setting").rename_axis(index=None)   # the caption says "every setting"
 
 
 def _minilm(P, result) -> None:

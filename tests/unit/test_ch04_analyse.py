@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import parameters, theory
+from helpers import english, parameters, theory
 from helpers.experiments import ch04_random_attention as chapter
 from helpers.parameters import ParameterError
 
@@ -45,6 +45,15 @@ def test_analyse_numbers_agree_with_their_frames_and_closed_forms(result):
     assert summary.loc[chapter.condition_name("softmax", "effective", "raw"), "barrier holds?"] == "not a test: soft measure"
     assert (summary.loc[chapter.condition_name("softmax", "numerical@1e-08", "init"), "barrier holds?"]
             == "not a test: near-uniform softmax")
+    view = chapter.summary_view(result.frames["summary_table"])   # the chapter's table: the same cells, shorter labels
+    nb = english.NO_BREAK   # a label stays on one line
+    assert list(view.index) == [c.removeprefix("softmax ").replace(", tol", "").replace("hardmax rank", "hardmax")
+                                .replace(" ", nb) for c in summary.index]
+    assert "bound" not in view and view.shape == (len(summary), summary.shape[1] - 1)
+    assert view.loc[f"numerical{nb}10⁻⁸,{nb}init", "barrier holds?"] == "not a test: near\u2011uniform"
+    assert view.loc[f"effective{nb}rank,{nb}raw", "barrier holds?"] == f"not a test: soft{nb}measure"
+    assert (view.loc[f"hardmax{nb}(any{nb}scale)", "barrier holds?"]
+            == summary.loc["hardmax rank (any scale)", "barrier holds?"].replace(" (", nb + "("))
     top = result.frames["rank_over_n_at_largest_d_head"]
     assert set(top.d_head) == {8} and set(top.verdict) <= {"below", "above", "at"}
     exceed = result.verdicts["ch4_hard_exceedance"]

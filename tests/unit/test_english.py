@@ -45,6 +45,13 @@ def test_bind_percent_joins_a_number_to_its_percent_sign_only():
     assert en.bind_percent(en.percent(0.63)) == f"63{nb}%"
 
 
+def test_bind_equals_joins_a_symbol_to_its_value_only():
+    nb = "\u00a0"
+    assert en.bind_equals("mnist, n = 16; d_qk = 32, s = -1") == f"mnist, n{nb}={nb}16; d_qk{nb}={nb}32, s{nb}={nb}-1"
+    # a sentence's "=" between words, a long name, or a symbol without a number keeps its spaces
+    assert en.bind_equals("rank = width; learning_rate = 3; n = k") == "rank = width; learning_rate = 3; n = k"
+
+
 @pytest.mark.parametrize("value, digits, text, maths", [
     (3.7e-7, 2, "3.7 × 10⁻⁷", r"$3.7 \times 10^{-7}$"), (1e-5, 1, "10⁻⁵", r"$10^{-5}$"),
     (2e-5, 3, "2 × 10⁻⁵", r"$2 \times 10^{-5}$"), (-1e-9, 2, "-10⁻⁹", r"$-10^{-9}$"),

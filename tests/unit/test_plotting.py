@@ -88,15 +88,16 @@ def test_columns_of_sentences_are_left_aligned_and_numbers_stay_right():
     assert "td.col0" not in html and "td.col2" not in html           # numbers and short labels: the table's right
 
 
-def test_a_table_keeps_every_percentage_on_one_line_in_cells_and_labels():
+def test_a_table_keeps_every_percentage_and_setting_on_one_line_in_cells_and_labels():
     import pandas as pd
 
     frame = pd.DataFrame({"95 % interval": ["3 to 6", "2 of 3 seeds (63 % bound)"], "count": [1, 2]},
-                         index=pd.Index(["at 50 %", "rest"]))
+                         index=pd.Index(["at 50 %", "mnist, n = 16"]))
     html = plotting.table(frame).to_html()
     nb = "\u00a0"
     assert f">95{nb}% interval<" in html and f">at 50{nb}%<" in html and f"(63{nb}% bound)" in html
-    assert "95 %" not in html and "63 %" not in html and "50 %" not in html
+    assert f">mnist, n{nb}={nb}16<" in html
+    assert "95 %" not in html and "63 %" not in html and "50 %" not in html and "n = 16" not in html
     assert frame.columns[0] == "95 % interval", "the frame itself (and the metrics) keep the plain space"
 
 

@@ -6,7 +6,7 @@ import pytest
 from bs4 import BeautifulSoup
 from docutils import nodes
 
-from helpers.sphinx_typography import NO_BREAK, bind_percent_signs
+from helpers.sphinx_typography import NO_BREAK, bind_spaces
 
 
 def paragraph(*children) -> nodes.paragraph:
@@ -15,15 +15,21 @@ def paragraph(*children) -> nodes.paragraph:
 
 def test_a_space_between_a_number_and_percent_cannot_break():
     tree = paragraph(nodes.Text("95 % of seeds, and 12.5 % of rows"))
-    assert bind_percent_signs(tree) == 2
+    assert bind_spaces(tree) == 2
     assert tree.astext() == f"95{NO_BREAK}% of seeds, and 12.5{NO_BREAK}% of rows"
 
 
 def test_a_pasted_number_followed_by_its_percent_sign_is_bound():
     # what {glue:text}`ch5_agree_bound` % becomes: the value in an inline node, then " % of all seeds"
     tree = paragraph(nodes.Text("up to "), nodes.inline("", "63"), nodes.Text(" % of all seeds"))
-    assert bind_percent_signs(tree) == 1
+    assert bind_spaces(tree) == 1
     assert tree.astext() == f"up to 63{NO_BREAK}% of all seeds"
+
+
+def test_a_symbol_set_to_a_number_stays_on_one_line():
+    tree = paragraph(nodes.Text("copy at n = 256 and "), nodes.math("", "d"), nodes.Text(" = 32"))
+    assert bind_spaces(tree) == 4   # two in the text, two after the maths symbol
+    assert tree.astext() == f"copy at n{NO_BREAK}={NO_BREAK}256 and d{NO_BREAK}={NO_BREAK}32"
 
 
 def test_words_code_and_maths_keep_their_spaces():
@@ -32,7 +38,7 @@ def test_words_code_and_maths_keep_their_spaces():
     block = nodes.literal_block("", "x = 7 % 2")
     section = nodes.section("", tree, block)
     before = section.astext()
-    assert bind_percent_signs(section) == 0
+    assert bind_spaces(section) == 0
     assert section.astext() == before
 
 
