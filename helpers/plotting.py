@@ -152,6 +152,22 @@ def rank_curves(ax, frame, hue: str = "n", x: str = "d_head", y: str = "rank_ove
     return ax
 
 
+def log2_ticks(ax, values) -> None:
+    """A base-2 log x-axis with a tick at each of `values` (the trained widths or lengths), labelled where the label
+    stays legible: at the powers of two, and at any other value at least a factor √2 from every labelled one (on the
+    grid 1, 2, 3, 4, 6, 8, 12, 16, the 3, 6 and 12 get a tick without a label, so "12" and "16" never touch)."""
+    values = sorted({float(v) for v in values})
+    if values and values[0] <= 0:
+        raise ArgumentError("values", values, "positive numbers (a log axis)")
+    labelled = [v for v in values if math.log2(v).is_integer()]
+    for v in values:
+        if all(abs(math.log2(v / u)) >= 0.5 for u in labelled):
+            labelled.append(v)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(values, [number_text(v) if v in labelled else "" for v in values], minor=False)
+    ax.xaxis.set_minor_locator(plt.NullLocator())   # the log scale's own minor ticks would mark untrained values
+
+
 def table(frame, digits: int = 3, missing: str = "–"):
     """A DataFrame formatted for the page: integer-valued columns as integers, others to `digits` decimals,
     missing values as `missing` (say in the text what it means), "95 %" and "n = 16" never broken across lines.

@@ -154,3 +154,24 @@ def test_sympy_maths_writes_a_negative_constant_last_as_the_prose_does():
     # only two-term sums with a negative constant move; the value is unchanged
     assert plotting.latex(-n / sp.E + n + 1) == sp.latex(-n / sp.E + n + 1)
     assert sp.parse_expr(plotting.latex(sp.E - 1).replace("e", "E")) == sp.E - 1
+
+
+def test_log2_ticks_label_only_what_stays_legible():
+    import matplotlib.pyplot as plt
+
+    def labels(values):
+        fig, ax = plt.subplots()
+        plotting.log2_ticks(ax, values)
+        fig.canvas.draw()
+        shown = [t.get_text() for t in ax.get_xticklabels()]
+        ticks = list(ax.get_xticks())
+        plt.close(fig)
+        return ticks, shown
+
+    ticks, shown = labels([16, 1, 2, 3, 4, 6, 8, 12, 2])   # any order, repeats
+    assert ticks == [1, 2, 3, 4, 6, 8, 12, 16] and shown == ["1", "2", "", "4", "", "8", "", "16"]
+    assert labels([16, 32, 64, 128, 256])[1] == ["16", "32", "64", "128", "256"]
+    assert labels([24, 48, 96, 100])[1] == ["24", "48", "96", ""]   # 100 is a factor 1.04 from 96
+    assert labels([]) == ([], [])                                    # nothing to mark (an empty panel)
+    with pytest.raises(ArgumentError, match="values"):
+        labels([0, 1])
