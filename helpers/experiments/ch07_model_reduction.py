@@ -239,11 +239,12 @@ def scaling_check(comp: pd.DataFrame, smallest: pd.DataFrame, d_max: int, replic
     """How the smallest r within the tolerance (no fine-tuning) grows with n, within one domain: the forms of
     `helpers.scaling` fitted with a bootstrap over seeds, the growth class (`scaling.growth_outcome`), and the
     robustness check (`helpers.robust`: each seed left out, each n's smallest r moved by one rank). Untestable with
-    fewer than 3 distinct n, when a smallest r is the full width (censored: the grid cannot show more), when the
+    fewer than `scaling.VERDICT_MIN_POINTS` distinct n, when a smallest r is the full width (censored: the grid cannot show more), when the
     forms cannot be told apart, or when a perturbation changes the answer. Returns (the fit as JSON-able data, the
     verdict)."""
     domain, part = scaling_domain(smallest)
-    rule = (f"within one domain, the smallest r within {100 * TOLERANCE:g} % (no fine-tuning) at 3 or more n, none "
+    rule = (f"within one domain, the smallest r within {100 * TOLERANCE:g} % (no fine-tuning) at "
+            f"{scaling.VERDICT_MIN_POINTS} or more n, none "
             "of them the full width, fitted with the forms of helpers.scaling and a bootstrap over seeds; decided "
             "only when no seed left out and no smallest r moved by one rank changes the answer")
     fit = {"domain": domain, "n": [int(n) for n in part.n], "smallest_r": [float(r) for r in part.smallest_r]}

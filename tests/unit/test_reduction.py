@@ -187,6 +187,7 @@ def test_too_few_n_a_censored_width_and_one_seed_make_it_untestable():
     three = _growth(_growth_comp({32: 11, 64: 13, 128: 13}))[1]       # the values the issue called an overclaim
     assert three.outcome == "untestable" and "3 values of n in shakespeare" in three.sentence
     assert "at least 4 within one domain" in three.sentence
+    assert "at 4 or more n" in three.rule, "the recorded rule states the rule the code applies"
     capped = _growth(_growth_comp({16: 9, 32: 11, 64: 13, 128: 16}))[1]
     assert capped.outcome == "untestable" and "is the full width 16 at n = 128" in capped.sentence
     # seed 2 alone needs r = 24 at n = 1024 (the seed mean is within 1 % only where every seed is): 4, 6, 10, 24
