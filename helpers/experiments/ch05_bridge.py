@@ -228,7 +228,8 @@ def quote_bridge(result, laws: pd.DataFrame, table: pd.DataFrame, verdicts: dict
 
 def bridge_view(table: pd.DataFrame) -> pd.DataFrame:
     """The bridge table (`tbl-ch5-bridge`): per usable cell, the measured smallest d_qk beside the law's widths
-    (seed medians; for the law's widths the range over seeds in brackets)."""
+    (seed medians; for the law's widths the range over seeds in brackets), and in how many of the cell's seeds the
+    law's band meets the bracket ("3 of 4": also the cell's seed count)."""
     if table.empty:
         return pd.DataFrame({"bridge": ["no usable cell of copy, reversal or high_rank"]}).set_index("bridge") \
             .rename_axis(index=None)
@@ -236,12 +237,13 @@ def bridge_view(table: pd.DataFrame) -> pd.DataFrame:
     def spread(r, name, digits=2):
         def show(x):
             return "∞" if math.isinf(x) else number(x, digits)
-        return f"{show(getattr(r, name))} ({show(getattr(r, name + '_min'))} to {show(getattr(r, name + '_max'))})"
+        # "2.6 (2.3–3)", a line break allowed only before the bracket (a word joiner after the dash): narrow columns
+        return f"{show(getattr(r, name))} ({show(getattr(r, name + '_min'))}–\u2060{show(getattr(r, name + '_max'))})"
 
     from ..saturation import bracket_text
     rows = [{"task": r.task, "n": f"n\u00a0=\u00a0{r.n}",
              "smallest width": bracket_text(r.d_qk_trained, r.d_star, r.d_star_at_first),
-             "seeds": r.seeds, "logit scale L": number(r.L, 3), "target mass": number(1 - r.eps, 2),
+             "logit scale L": number(r.L, 3), "target mass": number(1 - r.eps, 2),
              "lower bound": int(r.lower), "random-code width": spread(r, "d_rand"),
              "smallest / random-code width": spread(r, "ratio"),
              "bracket meets the band": f"{r.inside} of {r.seeds}",

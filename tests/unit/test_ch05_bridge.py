@@ -130,3 +130,21 @@ def test_efficiency_and_conclusion_follow_the_numbers():
     assert mixed.endswith("not a tested predictor for every task: for copy the data cannot decide (the table says "
                           "why); for high_rank the widest heads put a median 0.98 of their attention on the target, "
                           "against 0.75 at the smallest width, so they ask for more width than the narrow heads use.")
+
+
+def test_the_bridge_table_shows_each_law_width_with_its_range_over_seeds_on_one_line():
+    nb = "\u00a0"
+    row = {"task": "copy", "n": 128, "d_qk_trained": [1, 4, 6, 32], "d_star": 6.0, "d_star_at_first": False,
+           "seeds": 5, "L": 22.93, "eps": 0.27, "lower": 1.0, "inside": 5,
+           **{f"{name}{end}": value for name, values in {"d_rand": (4.9, 4.34, 5.3), "ratio": (1.22, 1.1, 1.4),
+                                                       "wide_d_rand": (5.7, 5.4, math.inf)}.items()
+              for end, value in zip(("", "_min", "_max"), values)}}
+    view = bridge.bridge_view(pd.DataFrame([row]))
+    shown = view.loc[("copy", f"n{nb}={nb}128")]
+    assert shown["smallest width"] == "5 to 6"            # width 5 was not trained: the bracket, not a point
+    wj = "\u2060"   # a word joiner: no line break after the dash, only before the bracket
+    assert shown["random-code width"] == f"4.9 (4.3–{wj}5.3)"
+    assert shown["smallest / random-code width"] == f"1.2 (1.1–{wj}1.4)"
+    assert shown["random-code width of the widest heads"] == f"5.7 (5.4–{wj}∞)"
+    assert shown["target mass"] == "0.73" and shown["bracket meets the band"] == "5 of 5"   # 5 seeds
+    assert "seeds" not in view
