@@ -2,8 +2,8 @@
 
 In Chromium at 1400 px: every figure image is shown at 70 % or more of its natural width (our figures all carry
 text, sized for the column: a shrunk image has shrunk text), has an alt text that says something (not a hashed file
-name), every "Figure N.M" reference links to a figure that exists, and no table or display equation is wider than
-its container. Without a browser: the prose has no "(s)" plurals, raw backticks, ASCII maths or e-notation numbers,
+name), every "Figure N.M" reference links to a figure that exists, no table reaches past the content column or
+scrolls (a full-width table slides under the page's contents panel), and no display equation is cut off. Without a browser: the prose has no "(s)" plurals, raw backticks, ASCII maths or e-notation numbers,
 and every "Table N.M" in it is a table with that number (a link leads to it; a typed number is on the same page).
 """
 
@@ -37,9 +37,15 @@ STYLE_STATE = """() => {
     unnumbered: Array.from(main.querySelectorAll('figure')).filter(f => !f.querySelector('.caption-number')).length,
     brokenRefs: Array.from(main.querySelectorAll('a')).filter(a => /^(Figure|Equation|Table) ?\\?+|^\\?\\?/.test(a.textContent.trim())).length
                 + (main.textContent.match(/Figure \\?|\\?\\?\\?/g) || []).length,
+    // a table must fit the content column itself: one that reaches into the margin slides under the page's contents
+    // panel, and one in a scrolling box hides its last columns
     wideTables: Array.from(main.querySelectorAll('table')).filter(t => {
-        const box = t.parentElement.getBoundingClientRect();
-        return t.scrollWidth > t.parentElement.clientWidth + 1 || t.getBoundingClientRect().right > box.right + 1;
+        const column = (t.closest('article') || main).getBoundingClientRect();
+        let box = t.parentElement, scrolls = false;
+        for (; box && box !== main; box = box.parentElement) {
+          scrolls = scrolls || (box.scrollWidth > box.clientWidth + 1 && getComputedStyle(box).overflowX !== 'visible');
+        }
+        return scrolls || t.scrollWidth > t.parentElement.clientWidth + 1 || t.getBoundingClientRect().right > column.right + 1;
       }).map(t => (t.querySelector('th, td') || t).textContent.trim().slice(0, 40)),
     wideMaths: Array.from(main.querySelectorAll('mjx-container[display="true"]'))
                   .filter(m => m.scrollWidth > m.clientWidth + 1 || m.getBoundingClientRect().right > main.getBoundingClientRect().right + 1)
