@@ -555,10 +555,12 @@ def on_page(metric: str, value):
     return value * math.log(2) if metric == "bits_per_token" else value
 
 
-def bar_words(metric: str, comparison: str, bar: float, signs: dict) -> str:
-    """A bar in words, in the page's unit, with the bits it was set in: "at most 1.94 nats per character (2.8 bits)"."""
+def bar_words(metric: str, comparison: str, bar: float, signs: dict, unit: bool = True) -> str:
+    """A bar in words, in the page's unit, with the bits it was set in: "at most 1.94 nats per character (2.8 bits)";
+    unit=False leaves the unit to a table's caption: "at most 1.94 (2.8 bits)"."""
     set_in = f" ({english.number(bar)} bits)" if metric == "bits_per_token" else ""
-    return f"{signs[comparison]} {english.number(on_page(metric, bar))} {METRIC_WORDS[metric]}{set_in}"
+    words = f" {METRIC_WORDS[metric]}" if unit else ""
+    return f"{signs[comparison]} {english.number(on_page(metric, bar))}{words}{set_in}"
 
 
 def _bar_miss(r) -> str:
@@ -677,11 +679,12 @@ def bars_summary(q: pd.DataFrame) -> str:
 
 
 def quality_view(q: pd.DataFrame) -> pd.DataFrame:
-    """The quality table for the page: one row per setting, its bar in words, the seed mean at the largest d_qk,
-    the uniform-attention cost, the models at the step cap and whether the setting is included."""
+    """The quality table for the page: one row per setting, its bar ("≤ 1.94 (2.8 bits)": the unit, nats per
+    character or accuracy, is the caption's, so the cell stays on one line), the seed mean at the largest d_qk, the
+    uniform-attention cost, the models at the step cap and whether the setting is included."""
     signs = {"<=": "≤", ">=": "≥"}
     return pd.DataFrame({
-        "bar": [bar_words(r.metric, r.comparison, r.bar, signs) for r in q.itertuples()],
+        "bar": [bar_words(r.metric, r.comparison, r.bar, signs, unit=False) for r in q.itertuples()],
         "seed mean at the largest query/key width": [on_page(r.metric, r.value) for r in q.itertuples()],
         "uniform attention (+nats)": q.uniform_increase.to_numpy(),
         "models at the step cap": [f"{r.not_converged} of {r.models}" for r in q.itertuples()],
