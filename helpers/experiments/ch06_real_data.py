@@ -557,10 +557,10 @@ def on_page(metric: str, value):
 
 def bar_words(metric: str, comparison: str, bar: float, signs: dict, unit: bool = True) -> str:
     """A bar in words, in the page's unit, with the bits it was set in: "at most 1.94 nats per character (2.8 bits)";
-    unit=False leaves the unit to a table's caption: "at most 1.94 (2.8 bits)"."""
+    unit=False leaves the unit to a table's caption and keeps the cell on one line: "≤ 1.94 (2.8 bits)"."""
     set_in = f" ({english.number(bar)} bits)" if metric == "bits_per_token" else ""
-    words = f" {METRIC_WORDS[metric]}" if unit else ""
-    return f"{signs[comparison]} {english.number(on_page(metric, bar))}{words}{set_in}"
+    text = f"{signs[comparison]} {english.number(on_page(metric, bar))}"
+    return f"{text} {METRIC_WORDS[metric]}{set_in}" if unit else f"{text}{set_in}".replace(" ", english.NO_BREAK)
 
 
 def _bar_miss(r) -> str:

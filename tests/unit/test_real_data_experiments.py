@@ -246,10 +246,10 @@ def test_bars_rule_and_quality_view_say_the_bars_in_words():
         "at most 1.94 nats per character (2.8 bits) on Shakespeare and BBC News and at "
         "least 0.95 test accuracy on MNIST")   # 2.8 ln 2 = 1.9408
     view = ch.quality_view(_quality(("shakespeare", 32, 2.69, 1.08), ("mnist", 16, 0.94, 6.2)))
-    assert view.loc["shakespeare, n\u00a0=\u00a032", "bar"] == "≤ 1.94 (2.8 bits)"   # the unit is in the caption
+    assert view.loc["shakespeare, n\u00a0=\u00a032", "bar"] == "≤\u00a01.94\u00a0(2.8\u00a0bits)"   # unit: the caption's
     assert view.loc["shakespeare, n\u00a0=\u00a032", "seed mean at the largest query/key width"] == pytest.approx(2.69 * 0.6931472)
     assert view.loc["mnist, n\u00a0=\u00a016", "seed mean at the largest query/key width"] == pytest.approx(0.94)
-    assert view.loc["mnist, n\u00a0=\u00a016", "bar"] == "≥ 0.95"
+    assert view.loc["mnist, n\u00a0=\u00a016", "bar"] == "≥\u00a00.95"
     assert view.included.tolist() == ["yes", "no"] and view["models at the step cap"].tolist() == ["0 of 12"] * 2
 
 
