@@ -292,6 +292,19 @@ STATUS_VERBS = {HOLDS: "holds", FAILS: "fails", CONDITIONAL: "holds only under s
                 UNTESTABLE: "is untestable at this budget", NOT_RUN: "was not run in this build"}
 
 
+def without_status(evidence: str, outcome: str) -> str:
+    """A chapter verdict's sentence without the status the finding has just stated: "copy is untestable at this
+    budget: all the data ..." -> "for copy, all the data ...", "untestable at this budget: ..." -> "...";
+    any other sentence unchanged."""
+    if outcome != UNTESTABLE:
+        return evidence
+    subject, mark, rest = evidence.partition("untestable at this budget: ")
+    if not mark or (subject and not subject.endswith(" is ")):
+        return evidence
+    subject = subject.removesuffix(" is ")
+    return f"for {subject}, {rest}" if subject else rest
+
+
 def finding_sentence(row: Row) -> str:
     """The introduction's sentence for a row with a finding: its lead, its status, the condition and the evidence
     of the chapter verdict that decided the status (with its numbers), e.g. "The paper's low-rank barrier ... holds (hardmax rank of ...): 24 of 24
@@ -304,7 +317,7 @@ def finding_sentence(row: Row) -> str:
     # the introduction quotes one verdict, the first that decided the row's status (else the first); the ledger
     # row has them all
     deciding = [text for text, status in zip(sentences, statuses) if status == row.verdict.outcome]
-    evidence = (deciding or sentences)[0]
+    evidence = without_status((deciding or sentences)[0], row.verdict.outcome)
     more = len(sentences) - 1
     tail = f"; {more} more {'verdict is' if more == 1 else 'verdicts are'} in the claims ledger" if more else ""
     return f"{finding.lead} {STATUS_VERBS[row.verdict.outcome]} ({finding.condition}): {evidence}{tail}."

@@ -107,6 +107,6 @@ class Robustness:
         words = words or {}
         lead = f"{subject} is untestable at this budget" if subject else "untestable at this budget"
         end = "." if verdict.sentence.endswith(".") else ""   # the prose around a glued clause has its own stop
-        sentence = (f"{lead}: all the data point to {words.get(self.outcome, self.outcome)}, but the answer does not "
-                    f"survive one perturbation ({self.flip_text(words)}){end}")
+        sentence = (f"{lead}: all the data point to {words.get(self.outcome, self.outcome)}, but one perturbation "
+                    f"changes the answer ({self.flip_text(words)}){end}")
         return Verdict(UNTESTABLE, sentence, rule, {**evidence, "undecided_outcome": self.outcome})

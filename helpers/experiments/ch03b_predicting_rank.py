@@ -171,13 +171,22 @@ def noise_text(gaussian: Verdict, sphere: Verdict) -> str:
     """The two families' noise verdicts in one sentence, the shared words said once."""
     g, s = gaussian.evidence, sphere.evidence
 
-    def part(name, v, e):
-        reading = "systematic, a bias of the approximation" if v.outcome == "systematic" else "consistent with noise"
+    def reading(v):
+        return "systematic, a bias of the approximation" if v.outcome == "systematic" else "consistent with noise"
+
+    def count(name, e):
         return (f"for {name} keys {e['beyond']} {'lies' if e['beyond'] == 1 else 'lie'} beyond, the largest at "
-                f"{number(e['largest_z'], 2)} standard errors (n = {e['n']}, head dimension {e['d_head']}): {reading}")
-    return (f"of the {g['points']} points with a Monte Carlo spread, noise alone would put about "
-            f"{number(g['expected'], 1)} more than {number(NOISE_Z)} standard errors from their Monte Carlo value; "
-            f"{part('Gaussian', gaussian, g)}; {part('unit-sphere', sphere, s)}")
+                f"{number(e['largest_z'], 2)} standard errors")
+
+    def where(e):
+        return f"n = {e['n']}, head dimension {e['d_head']}"
+
+    lead = (f"of the {g['points']} points with a Monte Carlo spread, noise alone would put about "
+            f"{number(g['expected'], 1)} more than {number(NOISE_Z)} standard errors from their Monte Carlo value; ")
+    if where(g) == where(s) and reading(gaussian) == reading(sphere):   # one place and one reading: say them once
+        return f"{lead}{count('Gaussian', g)}, and {count('unit-sphere', s)}, both at {where(g)}: both {reading(gaussian)}"
+    return (f"{lead}{count('Gaussian', g)} ({where(g)}): {reading(gaussian)}; "
+            f"{count('unit-sphere', s)} ({where(s)}): {reading(sphere)}")
 
 
 def flat_knee_verdict(knees: pd.DataFrame, ratio_max: float = FLAT_RATIO) -> Verdict:

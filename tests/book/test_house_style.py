@@ -79,7 +79,7 @@ def test_figures_legible_referenced_and_tables_fit(open_page, server, entry):
 PROSE_PATTERNS = {
     "(s) plural": re.compile(r"\w\(s\)"),
     "raw backtick": re.compile(r"`"),
-    "ASCII maths": re.compile(r"\^|\blog n\)|\bsqrt\(|\bn\*\*"),
+    "ASCII maths": re.compile(r"\^|\(log n\)|\bsqrt\(|\bn\*\*"),   # "(log n)", not a ")" closing words
     "e-notation": re.compile(r"(?<![\w.])\d+(\.\d+)?e[-+]?\d+\b", re.I),
 }
 NOT_PROSE = "pre, code, script, style, .math, .cell_input, .output.text_plain, .output.stream, .highlight, mjx-container"
@@ -107,6 +107,9 @@ def test_prose_check_finds_what_it_looks_for():
     text = prose_text(page)
     assert "1e-05" not in text and "n^2" not in text
     assert {name for name, p in PROSE_PATTERNS.items() if p.search(text)} == set(PROSE_PATTERNS)
+    ascii_maths = PROSE_PATTERNS["ASCII maths"]
+    assert ascii_maths.search("a width of O(log n) dimensions") and ascii_maths.search("c sqrt(n)")
+    assert not ascii_maths.search("(they point to growth faster than log n), and ln n in words")
 
 
 # "Table N.M" in the prose: a {numref} link leads to the table with that number, and a number typed by hand is one

@@ -166,3 +166,20 @@ def test_noise_verdict_tells_systematic_errors_from_monte_carlo_noise():
     verdict = chapter.noise_verdict(biased, "Gaussian")
     assert verdict.outcome == "systematic" and verdict.evidence["beyond"] >= 19
     assert "where Monte Carlo noise alone would put about 0.5" in verdict.sentence
+
+
+def test_noise_text_says_a_shared_place_and_reading_once():
+    from helpers.results import Verdict
+
+    def verdict(outcome, beyond, z, n=4096, d=8):
+        return Verdict(outcome, "", "", {"beyond": beyond, "points": 90, "expected": 0.243, "largest_z": z, "n": n,
+                                         "d_head": d})
+    same = chapter.noise_text(verdict("systematic", 14, 7.3), verdict("systematic", 5, 11.0))
+    assert same.endswith("for Gaussian keys 14 lie beyond, the largest at 7.3 standard errors, and for unit-sphere "
+                         "keys 5 lie beyond, the largest at 11 standard errors, both at n = 4096, head dimension 8: "
+                         "both systematic, a bias of the approximation")
+    assert same.count("n = 4096") == 1 and same.count("a bias of") == 1
+    apart = chapter.noise_text(verdict("systematic", 14, 7.3), verdict("noise", 1, 3.2, n=256, d=2))
+    assert "(n = 4096, head dimension 8): systematic, a bias of the approximation; " in apart
+    assert apart.endswith("for unit-sphere keys 1 lies beyond, the largest at 3.2 standard errors (n = 256, head "
+                          "dimension 2): consistent with noise")

@@ -191,3 +191,20 @@ def test_finding_sentence_quotes_the_verdict_that_decided_the_status():
               for i, key in enumerate(rule.verdicts)}
     text = ledger.finding_sentence(ledger.Row(rule, ledger.judge(rule, values)))
     assert "sentence 1" in text and "sentence 0" not in text
+
+
+def test_a_finding_does_not_state_its_status_twice():
+    untestable = ledger.UNTESTABLE
+    assert (ledger.without_status("copy is untestable at this budget: all the data point to log n", untestable)
+            == "for copy, all the data point to log n")
+    assert ledger.without_status("untestable at this budget: too few n", untestable) == "too few n"
+    # other statuses, and a sentence where the words are not its opening status, are left as they are
+    assert ledger.without_status("copy is untestable at this budget: x", ledger.HOLDS) == (
+        "copy is untestable at this budget: x")
+    assert ledger.without_status("3 of 4 are untestable at this budget: x", untestable) == (
+        "3 of 4 are untestable at this budget: x")
+    rule = next(r for r in ledger.RULES if r.finding is not None)
+    values = {key: {"outcome": "untestable", "sentence": "copy is untestable at this budget: all the data point to x"}
+              for key in rule.verdicts}    # a chapter records the word "untestable"
+    text = ledger.finding_sentence(ledger.Row(rule, ledger.judge(rule, values)))
+    assert text.count("untestable at this budget") == 1 and "for copy, all the data point to x" in text

@@ -151,7 +151,7 @@ def test_a_together_verdict_that_one_seed_flips_is_untestable():
     assert checked.outcome == "untestable" and checked.evidence["undecided_outcome"] == "together"
     flips = checked.evidence["robustness"]["flips"]
     assert {"perturbation": "seed 2 left out", "outcome": "loss_later"} in flips
-    assert "does not survive one perturbation (with seed 2 left out" in checked.sentence
+    assert "but one perturbation changes the answer (with seed 2 left out" in checked.sentence
 
 
 def test_a_together_verdict_of_three_agreeing_settings_survives_every_perturbation():
