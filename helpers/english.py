@@ -11,6 +11,7 @@
     signed(-1.5, "standard error", above="above", below="below")   "1.5 standard errors below"
     bind_percent("63 % of seeds")  "63\u00a0% of seeds"   (a no-break space: the number and "%" share a line)
     bind_equals("mnist, n = 16")   "mnist, n\u00a0=\u00a016"   (a symbol, "=" and its value share a line)
+    keep_together(text)            both rules: what tables and the prose apply
 """
 
 import math
@@ -149,6 +150,11 @@ def bind_equals(text: str) -> str:
     """`text` with the spaces around "=" made no-break spaces where a short symbol is set to a number ("n = 16",
     "d_qk = 32"), so that a line never ends inside "n = 16"."""
     return _SPACES_AROUND_EQUALS.sub(rf"\1{NO_BREAK}={NO_BREAK}", text)
+
+
+def keep_together(text: str) -> str:
+    """`text` with both rules applied (`bind_percent`, `bind_equals`): the one call tables and the prose make."""
+    return bind_percent(bind_equals(text))
 
 
 def percent(share, digits: int = 2) -> str:

@@ -184,7 +184,7 @@ def table(frame, digits: int = 3, missing: str = "–"):
         return lambda x: missing if x is None or (isinstance(x, float) and np.isnan(x)) else bind(str(x))
 
     def bind(x):   # "95 %" and "n = 16" kept on one line
-        return english.bind_percent(english.bind_equals(x)) if isinstance(x, str) else x
+        return english.keep_together(x) if isinstance(x, str) else x
 
     def row_label(x):
         return missing if x is None else (number_text(x) if isinstance(x, float) else bind(x))

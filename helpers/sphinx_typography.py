@@ -4,13 +4,13 @@ and so do a symbol, "=" and its value in plain text ("n = 256").
 The book writes a percentage with a space, "63 %", and the prose pastes many numbers with `{glue:text}`, so the
 number and the " %" after it are often separate text nodes. After every page is resolved (glue included), each
 space between a number, or the end of a pasted value, and "%" becomes a no-break space (U+00A0), as do the spaces of
-"n = 256" (`helpers.english.bind_percent` and `bind_equals`, the rules tables follow too). Code, literal
+"n = 256" (`helpers.english.keep_together`, the rules tables follow too). Code, literal
 text, maths and raw HTML are left alone. Listed in `_config.yml` under `sphinx.config.extensions`.
 """
 
 from docutils import nodes
 
-from .english import NO_BREAK, bind_equals, bind_percent
+from .english import NO_BREAK, keep_together
 
 _LEAVE_ALONE = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw, nodes.FixedTextElement)
 
@@ -46,7 +46,7 @@ def bind_spaces(doctree: nodes.Node) -> int:
         if _kept(text):
             continue
         tail = _previous_text(text)[-1:]   # a pasted number ends in the node before: "63" then " % of"
-        value = bind_percent(bind_equals(tail + str(text)))[len(tail):]
+        value = keep_together(tail + str(text))[len(tail):]
         if value != str(text):
             replaced += value.count(NO_BREAK) - str(text).count(NO_BREAK)
             text.parent.replace(text, nodes.Text(value))

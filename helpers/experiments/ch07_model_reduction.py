@@ -239,9 +239,9 @@ def scaling_check(comp: pd.DataFrame, smallest: pd.DataFrame, d_max: int, replic
     """How the smallest r within the tolerance (no fine-tuning) grows with n, within one domain: the forms of
     `helpers.scaling` fitted with a bootstrap over seeds, the growth class (`scaling.growth_outcome`), and the
     robustness check (`helpers.robust`: each seed left out, each n's smallest r moved by one rank). Untestable with
-    fewer than `scaling.VERDICT_MIN_POINTS` distinct n, when a smallest r is the full width (censored: the grid cannot show more), when the
-    forms cannot be told apart, or when a perturbation changes the answer. Returns (the fit as JSON-able data, the
-    verdict)."""
+    fewer than `scaling.VERDICT_MIN_POINTS` distinct n, when a smallest r is the full width (censored: the grid
+    cannot show more), when the forms cannot be told apart, or when a perturbation changes the answer. Returns (the
+    fit as JSON-able data, the verdict)."""
     domain, part = scaling_domain(smallest)
     rule = (f"within one domain, the smallest r within {100 * TOLERANCE:g} % (no fine-tuning) at "
             f"{scaling.VERDICT_MIN_POINTS} or more n, none "
@@ -461,7 +461,8 @@ def r_cell(row) -> str:
 
 def smallest_display(smallest: pd.DataFrame) -> pd.DataFrame:
     """`smallest_r_table` as the chapter's table: one row per setting (in run order) with the smallest r without
-    fine-tuning, the range of the seeds' own answers, the smallest r after fine-tuning (`r_cell`) and the loss increase at rank 1."""
+    fine-tuning, the range of the seeds' own answers, the smallest r after fine-tuning (`r_cell`) and the loss
+    increase at rank 1."""
     rows = []
     for (domain, n), part in smallest.groupby(["domain", "n"], sort=False):
         by = {r.stage: r for _, r in part.iterrows()}
