@@ -31,9 +31,13 @@ pdf: setup
 test: setup
 	$(BIN)/python -m pytest
 
-# make check-full   what the chapters promise, checked on the metrics of the last full `make book` (skipped without one)
+# make check-full   what the chapters promise, checked on the metrics of the last full `make book` (skipped without one),
+# then the house style and browser checks on its pages (_build/html): full mode has more rows, values and verdicts than
+# the quick book `make test` checks
 check-full: setup
 	$(BIN)/python -m pytest tests/full -p no:cacheprovider -rs
+	test ! -d _build/html || BOOK_HTML_DIR=_build/html $(BIN)/python -m pytest tests/book/test_house_style.py \
+		tests/book/test_browser.py -p no:cacheprovider -q
 
 lab: setup
 	$(BIN)/jupyter lab nbs/
