@@ -12,6 +12,7 @@
     bind_percent("63 % of seeds")  "63\u00a0% of seeds"   (a no-break space: the number and "%" share a line)
     bind_equals("mnist, n = 16")   "mnist, n\u00a0=\u00a016"   (a symbol, "=" and its value share a line)
     keep_together(text)            both rules: what tables and the prose apply
+    on_one_line("soft measure")    "soft\u00a0measure"   (every space a no-break space: a short table cell or label)
 """
 
 import math
@@ -155,6 +156,11 @@ def bind_equals(text: str) -> str:
 def keep_together(text: str) -> str:
     """`text` with both rules applied (`bind_percent`, `bind_equals`): the one call tables and the prose make."""
     return bind_percent(bind_equals(text))
+
+
+def on_one_line(text: str) -> str:
+    """`text` with every space a no-break space, for a short table cell or label that must not wrap."""
+    return text.replace(" ", NO_BREAK)
 
 
 def percent(share, digits: int = 2) -> str:

@@ -436,10 +436,10 @@ def summary_view(summary: pd.DataFrame) -> pd.DataFrame:
     and without the words the caption says ("numerical 10⁻³, unit", "hardmax (any scale)"),
     one column per input kind, and whether the barrier holds; the bound, one value at this n, goes to the caption."""
     view = summary.set_index("condition").drop(columns="bound").rename(columns=lambda c: c.replace("_", " "))
-    view.index = [c.removeprefix("softmax ").replace(", tol", "").replace("hardmax rank", "hardmax")
-                  .replace(" ", english.NO_BREAK) for c in view.index]
-    nb = english.NO_BREAK   # each answer and each reason on one line (near\u2011uniform: a no-break hyphen)
-    shown = {"not a test: near-uniform softmax": "not a test: near\u2011uniform",
-             "not a test: soft measure": f"not a test: soft{nb}measure"}
-    view["barrier holds?"] = [shown.get(v, v.replace(" (", nb + "(")) for v in view["barrier holds?"]]
+    names = [c.removeprefix("softmax ").replace(", tol", "").replace("hardmax rank", "hardmax") for c in view.index]
+    view.index = [english.on_one_line(name) for name in names]
+    # each answer and each reason on one line, the reason after "not a test:" free to start a line
+    shown = {"not a test: near-uniform softmax": "not a test: near\u2011uniform",   # a no-break hyphen
+             "not a test: soft measure": "not a test: " + english.on_one_line("soft measure")}
+    view["barrier holds?"] = [shown.get(v, english.on_one_line(v)) for v in view["barrier holds?"]]
     return view.rename_axis(index=None, columns=None)

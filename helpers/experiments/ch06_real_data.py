@@ -560,7 +560,7 @@ def bar_words(metric: str, comparison: str, bar: float, signs: dict, unit: bool 
     unit=False leaves the unit to a table's caption and keeps the cell on one line: "≤ 1.94 (2.8 bits)"."""
     set_in = f" ({english.number(bar)} bits)" if metric == "bits_per_token" else ""
     text = f"{signs[comparison]} {english.number(on_page(metric, bar))}"
-    return f"{text} {METRIC_WORDS[metric]}{set_in}" if unit else f"{text}{set_in}".replace(" ", english.NO_BREAK)
+    return f"{text} {METRIC_WORDS[metric]}{set_in}" if unit else english.on_one_line(f"{text}{set_in}")
 
 
 def _bar_miss(r) -> str:
