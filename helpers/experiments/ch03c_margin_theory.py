@@ -130,7 +130,7 @@ def summary_table(codes: pd.DataFrame) -> pd.DataFrame:
     rows = {}
     for (series, n), part in perm.groupby(["series", "n"]):
         d = part.d_star.dropna()
-        found = "–" if d.empty else (number(d.min()) if d.min() == d.max() else f"{number(d.min())}–{number(d.max())}")
+        found = "–" if d.empty else span_text(d.min(), d.max())   # "8 to 9", like the bounds after it
         rand = part.d_rand.iloc[0]
         upper = "∞" if not np.isfinite(rand) else number(math.ceil(rand))
         rows.setdefault(int(n), {})[series] = f"{found} ({number(part.d_lower.iloc[0])} to {upper})"

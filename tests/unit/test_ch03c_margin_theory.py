@@ -29,6 +29,16 @@ def test_bounds_verdict_checks_both_bounds_and_leaves_tied_codes_out():
     assert chapter.bounds_verdict(both).outcome == "holds"
 
 
+def test_summary_table_writes_ranges_one_way():
+    """A cell of the codes table: the seeds' d* range and the two bounds, both as "a to b" (a dash for one of them and
+    "to" for the other read as two kinds of range)."""
+    codes = codes_table([8.0, 9.0, 8.0]).assign(series="L = 16")
+    upper = math.ceil(margin.random_code_dim(64, 16.0))
+    lower = margin.rank_lower_bound(64, 16.0)
+    assert chapter.summary_table(codes).loc[64, "L = 16"] == f"8 to 9 ({lower:g} to {upper})"
+    assert chapter.summary_table(codes.assign(d_star=8.0)).loc[64, "L = 16"] == f"8 ({lower:g} to {upper})"
+
+
 def test_convergence_and_divergence_verdicts():
     checks = pd.DataFrame({"mass_at": [0.95, 0.91], "mass_below": [0.85, 0.92]})
     assert chapter.convergence_verdict(checks, 0.1).outcome == "unstable"
