@@ -9,7 +9,8 @@ every other n, padded width, batch or number of models: the trainer's stacks shr
 once for symbolic shapes. Prints, per n: milliseconds per model-step of each side, the ratios eager / compiled,
 the seconds each first compiled call took, and the largest relative difference of the 3 losses after the timed
 steps (compiled kernels sum in another order, so a compiled trainer would not reproduce the stored models bit for
-bit).
+bit). A side that does not compile (dynamic shapes, with torch 2.13; either side without a C++ compiler) is reported
+with inductor's error and left out.
 
 Why it is not used (2026-12-07, quiet Intel Xeon): see the README's section "Benchmarks".
 Usage: python benchmarks/bench_compile.py [n ...]   (default 64 128 256); BENCH_STEPS (default 20) steps per side.
