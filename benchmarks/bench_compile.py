@@ -44,8 +44,9 @@ def setup(n: int):
     return stack, [(data.train_x[i], data.train_y[i]) for i in index]
 
 
-def stepper(stack, compiled: str | None):
-    """A function running STEPS optimiser steps of a copy of `stack` (weights restored first); returns the losses."""
+def stepper(stack, recipe, compiled: str | None):
+    """A function running optimiser steps of `stack` by `recipe` (its learning rate held, its clip and weight decay)
+    from the weights it has now, restored at each call; returns the last step's losses `(M,)`."""
     start = {k: v.detach().clone() for k, v in stack.params.items()}
     layout = stack.layout
 
@@ -53,7 +54,6 @@ def stepper(stack, compiled: str | None):
         return stacked_loss(forward_pass.forward(params, layout, x), y, with_hits=False)[0]
 
     loss_fn = loss if compiled is None else torch.compile(loss, dynamic=compiled == "dynamic")
-    recipe = SPEC.recipe("reversal", 8)
 
     def run(batches):
         with torch.no_grad():
@@ -77,10 +77,11 @@ def main(ns):
     with threads(1):
         for n in ns:
             stack, batches = setup(n)
-            sides = {"eager": stepper(stack, None)}
+            recipe = SPEC.recipe("reversal", n)
+            sides = {"eager": stepper(stack, recipe, None)}
             compile_seconds = {}
             for name in ("static", "dynamic"):
-                sides[name] = stepper(stack, name)
+                sides[name] = stepper(stack, recipe, name)
                 started = time.perf_counter()
                 try:
                     sides[name](batches[:1])
@@ -101,6 +102,7 @@ def main(ns):
                       f"{STEPS} steps {drift:.1e}")
                 print("  " + verdict(f"eager / {name} at n = {n}", seconds["eager"] / seconds[name], 1.0))
             torch._dynamo.reset()
+
 
 if __name__ == "__main__":
     main([int(a) for a in sys.argv[1:]] or [64, 128, 256])
