@@ -10,7 +10,8 @@ query and key rows of `qkv` may be padded with zeros to a common width D (`layou
 every q.k unchanged. `layout` holds what is not a parameter: the family's config, each model's logit scale per
 layer, the rotary and sinusoidal tables, and per layer the attention path and an optional probe.
 
-**Attention paths.** "fast" calls `scaled_dot_product_attention`; "explicit" materialises the probabilities.
+**Attention paths.** "fast" calls `scaled_dot_product_attention` where torch has a fused kernel for the shapes and
+computes what the explicit path computes elsewhere (`_fused_or_explicit`); "explicit" materialises the probabilities.
 A probe, when a layer has one (set by `helpers.capture`), is called with the probabilities `(M batch, heads,
 n, n)` and the output is left exactly as the path computes it. Each model's logit scale is folded into its query
 weights (far smaller than the queries), and rotary positions are linear, so the scale commutes with them.
@@ -24,11 +25,13 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 
 if TYPE_CHECKING:  # helpers.models imports this module
     from .models import ModelConfig
 
 PATHS = ("fast", "explicit")
+MATH_BACKEND = int(SDPBackend.MATH.value)   # torch's unfused attention, as `_fused_sdp_choice` numbers it
 
 
 @dataclass
@@ -74,8 +77,8 @@ def _causal_mask(n: int, device) -> torch.Tensor:
 
 def logits(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
     """q k^T for queries already scaled, entries above the diagonal -inf when causal: `(..., n, n)`."""
-    out = q @ k.transpose(-1, -2)
-    return out.masked_fill(_causal_mask(q.shape[-2], q.device), float("-inf")) if causal else out
+    out = q @ k.transpose(-1, -2)   # a fresh tensor, so it is masked in place: one pass over it, not a copy and a pass
+    return out.masked_fill_(_causal_mask(q.shape[-2], q.device), float("-inf")) if causal else out
 
 
 def probabilities(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -99,6 +102,19 @@ def _queries_keys_values(params, layout, x, layer):
     return tuple(t.reshape(m * b, h, n, -1) for t in (q, k, v))
 
 
+def _fused_or_explicit(q, k, v, causal: bool) -> torch.Tensor:
+    """softmax(q k^T [+ causal mask]) v `(..., n, value width)`: `scaled_dot_product_attention` where torch has a
+    fused kernel for these shapes, else the explicit path. Where torch has none (on the CPU: query/key width other
+    than the value width, chapter 05's usual case), its own math path computes exactly the explicit path's numbers
+    (checked bit for bit in tests/unit/test_models.py) plus passes over every probability that look for rows with
+    no visible key, which a causal row never lacks (it sees its own): whole training steps of chapter 05 take up to
+    1.3 times as long with it (benchmarks/bench_attention_path.py)."""
+    choose = getattr(torch, "_fused_sdp_choice", None)   # private: without it, leave the choice to torch
+    if choose is None or choose(q, k, v, is_causal=causal, scale=1.0) != MATH_BACKEND:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1.0)
+    return probabilities(q, k, causal) @ v
+
+
 def _attention(params, layout, x, layer):
     cfg = layout.cfg
     m, b, n, _ = x.shape
@@ -114,7 +130,7 @@ def _attention(params, layout, x, layer):
         if probe is not None:
             with torch.no_grad():
                 probe(probabilities(q.detach(), k.detach(), cfg.causal))
-        mixed = F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal, scale=1.0)
+        mixed = _fused_or_explicit(q, k, v, cfg.causal)
     mixed = mixed.reshape(m, b, h, n, dv).transpose(2, 3).reshape(m, b, n, h * dv)
     return linear(params, mixed, f"blocks.{layer}.attn.out")
 
