@@ -104,15 +104,22 @@ def _queries_keys_values(params, layout, x, layer):
 
 def _fused_or_explicit(q, k, v, causal: bool) -> torch.Tensor:
     """softmax(q k^T [+ causal mask]) v `(..., n, value width)`: `scaled_dot_product_attention` where torch has a
-    fused kernel for these shapes, else the explicit path. Where torch has none (on the CPU: query/key width other
-    than the value width, chapter 05's usual case), its own math path computes exactly the explicit path's numbers
-    (checked bit for bit in tests/unit/test_models.py) plus passes over every probability that look for rows with
-    no visible key, which a causal row never lacks (it sees its own): whole training steps of chapter 05 take up to
-    1.3 times as long with it (benchmarks/bench_attention_path.py)."""
+    fused kernel for these shapes, else torch's unfused (math) kernel written out. On the CPU torch fuses only when
+    the query/key width equals the value width; chapter 05's heads are narrower. Its math kernel then adds passes
+    over every probability that look for rows with no visible key, which no row here lacks (a causal row sees its
+    own key). Written out op for op, scale 1 included, it gives the same bits (tests/unit/test_models.py), and whole
+    training steps of chapter 05 take up to 1.3 times as long through torch (benchmarks/bench_attention_path.py)."""
     choose = getattr(torch, "_fused_sdp_choice", None)   # private: without it, leave the choice to torch
     if choose is None or choose(q, k, v, is_causal=causal, scale=1.0) != MATH_BACKEND:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1.0)
-    return probabilities(q, k, causal) @ v
+    # the kernel's copies q * 1 and k^T * 1 stay: their layout picks the BLAS routine of the backward pass, and with
+    # it the rounding (a width-1 head on strided views rounds differently)
+    scores = (q * 1.0) @ (k.transpose(-2, -1) * 1.0)
+    if causal:   # an additive mask, as the kernel has: its backward pass is the identity
+        n = q.shape[-2]
+        scores.add_(torch.zeros(n, n, dtype=q.dtype, device=q.device).masked_fill_(_causal_mask(n, q.device),
+                                                                                    float("-inf")))
+    return torch.softmax(scores, dim=-1) @ v
 
 
 def _attention(params, layout, x, layer):

@@ -41,33 +41,35 @@ WIDTH_VARIANTS = [
     dict(d_head=3, d_value=16, pos="sinusoidal"), dict(d_head=8, d_value=16, pos="sinusoidal", causal=True),
     dict(d_head=6, d_value=4, pos="rope", causal=True), dict(d_head=2, d_value=5, pos="learned", n_layers=2),
     dict(d_head=16, d_value=16, pos="sinusoidal", causal=True), dict(d_head=4, pos="none"),
+    dict(d_head=1, d_value=16, pos="sinusoidal", causal=True), dict(d_head=1, d_value=16, pos="learned"),
+    dict(d_head=1, d_value=16, n_heads=1, pos="sinusoidal"),   # chapter 05's narrowest head
+    dict(d_head=1, d_value=16, n_heads=1, pos="sinusoidal", causal=True),
 ]
 
 
 @pytest.mark.parametrize("options", WIDTH_VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
 def test_fast_path_computes_what_torch_sdpa_computes_bit_for_bit(options, monkeypatch):
-    # The fast path hands shapes without a fused kernel to the explicit path, claiming torch's math kernel
-    # gives the same bits: so the weights a model trains to do not depend on which one ran. Checked against
+    # Where torch has no fused kernel the fast path writes out torch's math kernel without its checks for empty
+    # rows, claiming the same bits: so the weights a model trains to do not depend on which one ran. Checked against
     # scaled_dot_product_attention itself, outputs and every gradient, with torch.equal (no tolerance).
     import torch.nn.functional as F
     from helpers import forward
 
     def run():
-        model = build_model(vocab_size=11, d_model=16, n_heads=2, seed=3, **options)
-        out = model(tokens(batch=4, n=24))
+        model = build_model(**{"vocab_size": 11, "d_model": 16, "n_heads": 2, "seed": 3, **options})
+        out = model(tokens(batch=4, n=40))
         grads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
         return [out.detach(), *grads]
 
-    explicit_calls = []
-    probabilities = forward.probabilities
-    monkeypatch.setattr(forward, "probabilities", lambda *a: explicit_calls.append(1) or probabilities(*a))
+    sdpa_calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: sdpa_calls.append(1) or sdpa(*a, **k))
     ours = run()
-    monkeypatch.setattr(forward, "_fused_or_explicit", lambda q, k, v, causal: F.scaled_dot_product_attention(
-        q, k, v, is_causal=causal, scale=1.0))
-    sdpa = run()
-    assert all(torch.equal(a, b) for a, b in zip(ours, sdpa))
     fused = options["d_head"] == options.get("d_value", options["d_head"])
-    assert bool(explicit_calls) != fused   # the explicit path ran exactly where torch has no fused kernel
+    assert bool(sdpa_calls) == fused   # torch's kernel ran exactly where it has a fused one
+    monkeypatch.setattr(forward, "_fused_or_explicit", lambda q, k, v, causal: sdpa(
+        q, k, v, is_causal=causal, scale=1.0))
+    assert all(torch.equal(a, b) for a, b in zip(ours, run()))
 
 
 @pytest.mark.parametrize("d_model,n_heads,d_head", [(32, 4, 3), (32, 4, 16), (30, 4, 2), (16, 1, 64)])
