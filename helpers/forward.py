@@ -112,8 +112,8 @@ def _fused_or_explicit(q, k, v, causal: bool) -> torch.Tensor:
     choose = getattr(torch, "_fused_sdp_choice", None)   # private: without it, leave the choice to torch
     if choose is None or choose(q, k, v, is_causal=causal, scale=1.0) != MATH_BACKEND:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1.0)
-    # the kernel's copies q * 1 and k^T * 1 stay: their layout picks the BLAS routine of the backward pass, and with
-    # it the rounding (a width-1 head on strided views rounds differently)
+    # the kernel's copies q * 1 and k^T * 1 stay: without them a width-1 head (its q and k strided views of the
+    # projection) rounded its gradients differently, most likely because their layout picks another BLAS routine
     scores = (q * 1.0) @ (k.transpose(-2, -1) * 1.0)
     if causal:   # an additive mask, as the kernel has: its backward pass is the identity
         n = q.shape[-2]
