@@ -11,7 +11,8 @@ every q.k unchanged. `layout` holds what is not a parameter: the family's config
 layer, the rotary and sinusoidal tables, and per layer the attention path and an optional probe.
 
 **Attention paths.** "fast" calls `scaled_dot_product_attention` where torch has a fused kernel for the shapes and
-computes what the explicit path computes elsewhere (`_fused_or_explicit`); "explicit" materialises the probabilities.
+elsewhere runs torch's unfused kernel written out, to the same bits (`_fused_or_explicit`); "explicit" materialises
+the probabilities.
 A probe, when a layer has one (set by `helpers.capture`), is called with the probabilities `(M batch, heads,
 n, n)` and the output is left exactly as the path computes it. Each model's logit scale is folded into its query
 weights (far smaller than the queries), and rotary positions are linear, so the scale commutes with them.
