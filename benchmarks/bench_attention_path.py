@@ -1,13 +1,13 @@
-"""The fast attention path's choice of kernel: the explicit path where torch has no fused kernel for the shapes,
-against `scaled_dot_product_attention` everywhere (what the book ran before 2026-12-07).
+"""The fast attention path's choice of kernel: torch's unfused (math) kernel written out where torch has no fused
+kernel for the shapes, against `scaled_dot_product_attention` everywhere (what the book ran before 2026-12-07).
 
 On the CPU torch fuses attention only when the query/key width equals the value width; otherwise it runs its math
-kernel, which computes the explicit path's numbers bit for bit (tests/unit/test_models.py) plus passes that look
-for rows with no visible key. Chapter 05's stacks (`ch05_training.CellSpec`, full mode: d_model 32, value width 16)
-at query/key widths 1, 4, 8 and 32, one seed each (padded to 32, so both sides of every stack take the math
-kernel), copy (causal) and reversal: the whole trainer (`helpers.training.train`, its recipe with BENCH_STEPS
-steps and no validation), one thread, interleaved (best of 3). Prints, per task and n: milliseconds per model-step
-of each side, the ratio SDPA / ours, and whether the trained weights are bitwise the same.
+kernel, whose operations the fast path runs written out, to the same bits (tests/unit/test_models.py), without the
+kernel's passes that look for rows with no visible key. Chapter 05's stacks (`ch05_training.CellSpec`, full mode:
+d_model 32, value width 16) at query/key widths 1, 4, 8 and 32, one seed each (padded to 32, so both sides of every
+stack take the math kernel), copy (causal) and reversal: the whole trainer (`helpers.training.train`, its recipe with
+BENCH_STEPS steps and no validation), one thread, interleaved (best of 3). Prints, per task and n: milliseconds per
+model-step of each side, the ratio SDPA / ours, and whether the trained weights are bitwise the same.
 
 Figures (dated, with the machine): the README's section "Benchmarks".
 Usage: python benchmarks/bench_attention_path.py [n ...]   (default 64 128 256); BENCH_STEPS (default 30).
@@ -33,13 +33,13 @@ STEPS = int(os.environ.get("BENCH_STEPS", 30))
 @contextmanager
 def sdpa_everywhere():
     """The fast path as it was: `scaled_dot_product_attention` for every shape."""
-    ours = forward._fused_or_explicit
-    forward._fused_or_explicit = lambda q, k, v, causal: F.scaled_dot_product_attention(
+    ours = forward._fused_or_math
+    forward._fused_or_math = lambda q, k, v, causal: F.scaled_dot_product_attention(
         q, k, v, is_causal=causal, scale=1.0)
     try:
         yield
     finally:
-        forward._fused_or_explicit = ours
+        forward._fused_or_math = ours
 
 
 def trainer(task: str, n: int, steps: int = STEPS):
@@ -65,7 +65,7 @@ def sdpa_side(run):
 
 
 def main(ns):
-    header("attention kernels: the explicit path where torch has no fused one, against SDPA everywhere")
+    header("attention kernels: the math kernel written out where torch has no fused one, against SDPA everywhere")
     with threads(1):
         for task in ("copy", "reversal"):
             for n in ns:

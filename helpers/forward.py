@@ -11,7 +11,7 @@ every q.k unchanged. `layout` holds what is not a parameter: the family's config
 layer, the rotary and sinusoidal tables, and per layer the attention path and an optional probe.
 
 **Attention paths.** "fast" calls `scaled_dot_product_attention` where torch has a fused kernel for the shapes and
-elsewhere runs torch's unfused kernel written out, to the same bits (`_fused_or_explicit`); "explicit" materialises
+elsewhere runs torch's unfused (math) kernel written out, to the same bits (`_fused_or_math`); "explicit" materialises
 the probabilities.
 A probe, when a layer has one (set by `helpers.capture`), is called with the probabilities `(M batch, heads,
 n, n)` and the output is left exactly as the path computes it. Each model's logit scale is folded into its query
@@ -76,6 +76,11 @@ def _causal_mask(n: int, device) -> torch.Tensor:
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 
 
+def _causal_bias(n: int, dtype, device) -> torch.Tensor:
+    """`_causal_mask` as an additive mask `(n, n)`: 0 where a query sees the key, -inf where it does not."""
+    return torch.zeros(n, n, dtype=dtype, device=device).masked_fill_(_causal_mask(n, device), float("-inf"))
+
+
 def logits(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
     """q k^T for queries already scaled, entries above the diagonal -inf when causal: `(..., n, n)`."""
     out = q @ k.transpose(-1, -2)   # a fresh tensor, so it is masked in place: one pass over it, not a copy and a pass
@@ -103,7 +108,7 @@ def _queries_keys_values(params, layout, x, layer):
     return tuple(t.reshape(m * b, h, n, -1) for t in (q, k, v))
 
 
-def _fused_or_explicit(q, k, v, causal: bool) -> torch.Tensor:
+def _fused_or_math(q, k, v, causal: bool) -> torch.Tensor:
     """softmax(q k^T [+ causal mask]) v `(..., n, value width)`: `scaled_dot_product_attention` where torch has a
     fused kernel for these shapes, else torch's unfused (math) kernel written out. On the CPU torch fuses only when
     the query/key width equals the value width; chapter 05's heads are narrower. Its math kernel then adds passes
@@ -117,9 +122,7 @@ def _fused_or_explicit(q, k, v, causal: bool) -> torch.Tensor:
     # projection) rounded its gradients differently, most likely because their layout picks another BLAS routine
     scores = (q * 1.0) @ (k.transpose(-2, -1) * 1.0)
     if causal:   # an additive mask, as the kernel has: its backward pass is the identity
-        n = q.shape[-2]
-        scores.add_(torch.zeros(n, n, dtype=q.dtype, device=q.device).masked_fill_(_causal_mask(n, q.device),
-                                                                                    float("-inf")))
+        scores.add_(_causal_bias(q.shape[-2], q.dtype, q.device))
     return torch.softmax(scores, dim=-1) @ v
 
 
@@ -138,7 +141,7 @@ def _attention(params, layout, x, layer):
         if probe is not None:
             with torch.no_grad():
                 probe(probabilities(q.detach(), k.detach(), cfg.causal))
-        mixed = _fused_or_explicit(q, k, v, cfg.causal)
+        mixed = _fused_or_math(q, k, v, cfg.causal)
     mixed = mixed.reshape(m, b, h, n, dv).transpose(2, 3).reshape(m, b, n, h * dv)
     return linear(params, mixed, f"blocks.{layer}.attn.out")
 

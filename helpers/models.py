@@ -16,8 +16,8 @@ Outputs (`task`):
   "features"  the final hidden states: (batch, n, d_model)
 
 Attention has two paths that agree to float tolerance: "fast" (used for training: `scaled_dot_product_attention`
-where torch has a fused kernel for the shapes, else the explicit arithmetic) and "explicit" (softmax probabilities
-materialised). Logits are `scale * q k^T` with
+where torch has a fused kernel for the shapes, else torch's unfused kernel written out) and "explicit" (softmax
+probabilities materialised). Logits are `scale * q k^T` with
 `scale = 1 / sqrt(d_head)` unless `scale` or `temperature` (scale = 1 / temperature) is given.
 `d_head` is the query/key (attention) width of a head; `d_value` (default: d_head) is its value/output width,
 so a sweep over d_head can hold the value path and its parameter count fixed. The fused projection `qkv`
@@ -200,8 +200,8 @@ def rotary_tables(d_head: int, max_len: int, base: float = 10000.0) -> tuple[tor
 class Attention(nn.Module):
     """The parameters of one layer's heads: `qkv` and `out`, plus how the forward pass runs that layer.
 
-    `scale` is the factor on q.k, `path` "fast" (fused where torch can) or "explicit"; `probe`, when set (by `helpers.capture`),
-    is called with the probabilities `(batch, heads, n, n)` (see `helpers.forward`).
+    `scale` is the factor on q.k, `path` "fast" (fused where torch can) or "explicit"; `probe`, when set (by
+    `helpers.capture`), is called with the probabilities `(batch, heads, n, n)` (see `helpers.forward`).
     """
 
     def __init__(self, cfg: ModelConfig):

@@ -67,7 +67,7 @@ def test_fast_path_computes_what_torch_sdpa_computes_bit_for_bit(options, monkey
     ours = run()
     fused = options["d_head"] == options.get("d_value", options["d_head"])
     assert bool(sdpa_calls) == fused   # torch's kernel ran exactly where it has a fused one
-    monkeypatch.setattr(forward, "_fused_or_explicit", lambda q, k, v, causal: sdpa(
+    monkeypatch.setattr(forward, "_fused_or_math", lambda q, k, v, causal: sdpa(
         q, k, v, is_causal=causal, scale=1.0))
     assert all(torch.equal(a, b) for a, b in zip(ours, run()))
 

@@ -116,7 +116,7 @@ def test_a_listing_is_the_source_the_book_runs(monkeypatch):
     assert body.splitlines()[0] == "def step(self, step: int) -> None:"          # dedented out of the class
     assert [line.strip() for line in body.splitlines()] == [
         line.strip() for line in inspect.getsource(loop._Run.step).rstrip().splitlines()]
-    plotting.listing(forward._fused_or_explicit)
+    plotting.listing(forward._fused_or_math)
     assert "scaled_dot_product_attention" in shown[1]
     with pytest.raises(ArgumentError, match="a function or method of helpers"):
         plotting.listing(math.sqrt)
