@@ -1,11 +1,16 @@
 """Sphinx extension: a number and its "%" stay on one line ("63 %", never "63" at a line's end and "%" on the next),
-and so do a symbol, "=" and its value in plain text ("n = 256").
+and so do a symbol, "=" and its value in plain text ("n = 256"), and inline maths and the punctuation that touches
+it ("n." never "n" at a line's end and "." on the next).
 
 The book writes a percentage with a space, "63 %", and the prose pastes many numbers with `{glue:text}`, so the
 number and the " %" after it are often separate text nodes. After every page is resolved (glue included), each
 space between a number, or the end of a pasted value, and "%" becomes a no-break space (U+00A0), as do the spaces of
 "n = 256" (`helpers.english.keep_together`, the rules tables follow too). Code, literal
 text, maths and raw HTML are left alone. Listed in `_config.yml` under `sphinx.config.extensions`.
+
+MathJax renders inline maths as an atomic box, and a browser may break a line between such a box and the "." or ")"
+written right after it, so the punctuation touching an inline formula goes with it into one `no-wrap` span
+(`_static/book.css`: `white-space: nowrap`).
 """
 
 from docutils import nodes
@@ -53,8 +58,47 @@ def bind_spaces(doctree: nodes.Node) -> int:
     return replaced
 
 
+OPENING = "([{\u2018\u201c"        # punctuation that belongs to the formula after it
+CLOSING = ".,;:!?)]}\u2019\u201d"   # punctuation that belongs to the formula before it
+NO_WRAP = "no-wrap"                 # the class of a span whose content never breaks across lines
+
+
+def _split(text: str, chars: str, at_end: bool) -> tuple[str, str]:
+    """(the rest of `text`, the run of `chars` at its end with at_end=True, else at its start)."""
+    if at_end:
+        kept = text.rstrip(chars)
+        return kept, text[len(kept):]
+    kept = text.lstrip(chars)
+    return kept, text[:len(text) - len(kept)]
+
+
+def bind_math_punctuation(doctree: nodes.Node) -> int:
+    """Put every inline formula of `doctree` and the punctuation touching it ("(" before, ")." after: `OPENING`,
+    `CLOSING`) into one `nodes.inline` of class `NO_WRAP` (in place); returns how many formulas it bound."""
+    bound = 0
+    for math in list(doctree.findall(nodes.math)):
+        parent = math.parent
+        if NO_WRAP in parent.get("classes", []):   # bound already
+            continue
+        i = parent.children.index(math)   # an Element compares by identity (Text nodes compare as strings)
+        before = parent[i - 1] if i and isinstance(parent[i - 1], nodes.Text) else None
+        after = parent[i + 1] if i + 1 < len(parent) and isinstance(parent[i + 1], nodes.Text) else None
+        rest_before, opening = _split(str(before), OPENING, at_end=True) if before is not None else ("", "")
+        rest_after, closing = _split(str(after), CLOSING, at_end=False) if after is not None else ("", "")
+        if not opening and not closing:
+            continue
+        group = nodes.inline("", "", classes=[NO_WRAP])
+        group += [nodes.Text(t) for t in (opening,) if t] + [math.deepcopy()] + [nodes.Text(t) for t in (closing,) if t]
+        start, stop = (i - 1 if opening else i), (i + 2 if closing else i + 1)
+        parent[start:stop] = ([nodes.Text(rest_before)] if opening and rest_before else []) + [group] + (
+            [nodes.Text(rest_after)] if closing and rest_after else [])
+        bound += 1
+    return bound
+
+
 def _on_doctree_resolved(app, doctree, docname) -> None:
     bind_spaces(doctree)
+    bind_math_punctuation(doctree)
 
 
 def setup(app):

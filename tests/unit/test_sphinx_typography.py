@@ -6,7 +6,7 @@ import pytest
 from bs4 import BeautifulSoup
 from docutils import nodes
 
-from helpers.sphinx_typography import NO_BREAK, bind_spaces
+from helpers.sphinx_typography import NO_BREAK, NO_WRAP, bind_math_punctuation, bind_spaces
 
 
 def paragraph(*children) -> nodes.paragraph:
@@ -42,16 +42,45 @@ def test_words_code_and_maths_keep_their_spaces():
     assert section.astext() == before
 
 
+def groups(tree) -> list[str]:
+    return [g.astext() for g in tree.findall(nodes.inline) if NO_WRAP in g["classes"]]
+
+
+def test_a_formula_and_the_punctuation_touching_it_share_one_unbreakable_span():
+    tree = paragraph(nodes.Text("grow with "), nodes.math("", "n"), nodes.Text(". With "), nodes.math("", "L"),
+                     nodes.Text(" fixed ("), nodes.math("", "L = 9"), nodes.Text("), and "), nodes.math("", "d"),
+                     nodes.Text(":"))
+    before = tree.astext()
+    assert bind_math_punctuation(tree) == 3          # L has spaces on both sides: it may break there
+    assert groups(tree) == ["n.", "(L = 9),", "d:"]   # the run ")," goes with the formula, the space stays outside
+    assert tree.astext() == before                    # not a character added, lost or moved
+    assert [type(c).__name__ for c in tree.children] == ["Text", "inline", "Text", "math", "Text", "inline",
+                                                         "Text", "inline"]
+    assert bind_math_punctuation(tree) == 0          # once bound, a formula is left as it is
+
+
+def test_repeated_text_around_formulas_is_split_where_it_touches_them():
+    # Text nodes compare as strings: the two ". " nodes must each be split in their own place
+    tree = paragraph(nodes.math("", "a"), nodes.Text(". "), nodes.math("", "b"), nodes.Text(". "),
+                     nodes.Text("("), nodes.math("", "c"))
+    assert bind_math_punctuation(tree) == 3
+    assert groups(tree) == ["a.", "b.", "(c"]
+    assert tree.astext() == "a. b. (c"
+
+
 pytest.importorskip("myst_nb")
 from sphinx_build import build_html  # noqa: E402
 
 
-def test_the_built_page_binds_percent_signs(tmp_path):
+def test_the_built_page_binds_percent_signs_and_the_punctuation_of_formulas(tmp_path):
     src, out = tmp_path / "src", tmp_path / "html"
     src.mkdir()
-    (src / "conf.py").write_text('extensions = ["myst_nb", "helpers.sphinx_typography"]\nnb_execution_mode = "off"\n')
-    (src / "index.md").write_text("# Page\n\nAbout 63 % of seeds.\n\n```python\nx = 7 % 2\n```\n")
+    (src / "conf.py").write_text('extensions = ["myst_nb", "helpers.sphinx_typography"]\nnb_execution_mode = "off"\n'
+                                   'myst_enable_extensions = ["dollarmath"]\n')
+    (src / "index.md").write_text("# Page\n\nAbout 63 % of seeds, and $n$.\n\n```python\nx = 7 % 2\n```\n")
     build_html(src, out)
     page = BeautifulSoup((out / "index.html").read_text(), "html.parser")
-    assert f"About 63{NO_BREAK}% of seeds." in page.find("p").get_text()
+    assert f"About 63{NO_BREAK}% of seeds, and" in page.find("p").get_text()
     assert page.find(class_="highlight").get_text().strip() == "x = 7 % 2"
+    bound = page.find("span", class_=NO_WRAP)
+    assert bound is not None and bound.get_text() == r"\(n\)." and bound.find("span", class_="math") is not None
