@@ -242,9 +242,10 @@ def latex(expr) -> str:
     return BookPrinter({"ln_notation": True}).doprint(expr)
 
 
-def broken_equation(lhs: str, expr, terms_per_line: int = 3) -> str:
+def broken_equation(lhs: str, expr, terms_per_line: int = 3, lhs_alone: bool = False) -> str:
     """LaTeX for `lhs = expr` with the terms of a long sympy sum broken over aligned lines, so a display
-    equation fits the text column instead of being cut off at its right edge."""
+    equation fits the text column instead of being cut off at its right edge. `lhs_alone`: "lhs =" on a line of
+    its own and the terms below it, for a long left-hand side (the lines then have the column's whole width)."""
     import sympy as sp
 
     terms = [latex(term) for term in sp.Add.make_args(sp.expand(expr))]
@@ -252,6 +253,8 @@ def broken_equation(lhs: str, expr, terms_per_line: int = 3) -> str:
         return f"{lhs} = {latex(expr)}"
     lines = [" + ".join(terms[i:i + terms_per_line]) for i in range(0, len(terms), terms_per_line)]
     body = r" \\ &\quad + ".join(lines).replace("+ -", "- ")
+    if lhs_alone:
+        return rf"\begin{{aligned}} & {lhs} = \\ &\quad {body} \end{{aligned}}"
     return rf"\begin{{aligned}} {lhs} &= {body} \end{{aligned}}"
 
 

@@ -3,8 +3,9 @@
 In Chromium at 1400 px: every figure image is shown at 70 % or more of its natural width (our figures all carry
 text, sized for the column: a shrunk image has shrunk text), has an alt text that says something (not a hashed file
 name), every "Figure N.M" reference links to a figure that exists, no table reaches past the content column or
-scrolls (a full-width table slides under the page's contents panel), and no display equation is cut off. Without a browser: the prose has no "(s)" plurals, raw backticks, ASCII maths or e-notation numbers,
-and every "Table N.M" in it is a table with that number (a link leads to it; a typed number is on the same page).
+scrolls (a full-width table slides under the page's contents panel), and no display equation is cut off (nor at
+1280 and 1000 px). Without a browser: the prose has no "(s)" plurals, raw backticks, ASCII maths or e-notation
+numbers, and every "Table N.M" in it is a table with that number (a link leads to it; a typed number is on the same page).
 """
 
 import re
@@ -17,6 +18,7 @@ from helpers.book import toc_entries
 pytestmark = pytest.mark.book
 
 MIN_SHOWN_FRACTION = 0.7
+MATHS_WIDTHS = (1280, 1000)   # besides 1,400 px; at 1,280 px both sidebars stay and the column is narrowest
 
 
 def pages():
@@ -58,6 +60,10 @@ STYLE_STATE = """() => {
 def test_figures_legible_referenced_and_tables_fit(open_page, server, entry):
     page = open_page(entry)
     state = page.evaluate(STYLE_STATE)
+    for width in MATHS_WIDTHS:   # a display equation must fit narrower windows too: laptops show 1,280 px
+        page.set_viewport_size({"width": width, "height": 900})
+        state["wideMaths"] += [f"{text} (at {width} px)" for text in page.evaluate(STYLE_STATE)["wideMaths"]]
+    page.set_viewport_size({"width": 1400, "height": 900})
     targets = []
     for href in state["figureRefs"]:
         url, _, anchor = (href or "").partition("#")

@@ -65,6 +65,9 @@ def test_broken_equation_keeps_every_term_and_breaks_long_sums():
     assert text.count(r"\\") == -(-len(terms) // 3) - 1
     assert all(term.lstrip("-").strip() in text for term in terms)
     assert plotting.broken_equation("V", g[0] + g[1], 3) == "V = " + sp.latex(g[0] + g[1])
+    alone = plotting.broken_equation("V", expr, terms_per_line=3, lhs_alone=True)
+    assert alone.startswith(r"\begin{aligned} & V = \\ &\quad ") and alone.count(r"\\") == text.count(r"\\") + 1
+    assert all(term.lstrip("-").strip() in alone.split(r"\\", 1)[1] for term in terms)   # every term below "V ="
 
 
 def test_measure_text_writes_tolerances_in_one_notation_when_asked():
