@@ -88,7 +88,11 @@ def bind_math_punctuation(doctree: nodes.Node) -> int:
         if not opening and not closing:
             continue
         group = nodes.inline("", "", classes=[NO_WRAP])
-        group += [nodes.Text(t) for t in (opening,) if t] + [math.deepcopy()] + [nodes.Text(t) for t in (closing,) if t]
+        if opening:
+            group += nodes.Text(opening)
+        group += math                     # the node itself moves into the span
+        if closing:
+            group += nodes.Text(closing)
         start, stop = (i - 1 if opening else i), (i + 2 if closing else i + 1)
         parent[start:stop] = ([nodes.Text(rest_before)] if opening and rest_before else []) + [group] + (
             [nodes.Text(rest_after)] if closing and rest_after else [])
