@@ -252,7 +252,11 @@ def broken_equation(lhs: str, expr, terms_per_line: int = 3, lhs_alone: bool = F
     terms = [latex(term) for term in sp.Add.make_args(sp.expand(expr))]
     if len(terms) <= terms_per_line:
         return f"{lhs} = {latex(expr)}"
-    lines = [" + ".join(terms[i:i + terms_per_line]) for i in range(0, len(terms), terms_per_line)]
+    # as few lines as terms_per_line allows, the terms spread evenly over them (no last line with a lone term)
+    count = -(-len(terms) // terms_per_line)
+    base, extra = divmod(len(terms), count)
+    ends = np.cumsum([0] + [base + 1] * extra + [base] * (count - extra))
+    lines = [" + ".join(terms[a:b]) for a, b in zip(ends[:-1], ends[1:])]
     body = r" \\ &\quad + ".join(lines).replace("+ -", "- ")
     if lhs_alone:
         return rf"\begin{{aligned}} & {lhs} = \\ &\quad {body} \end{{aligned}}"

@@ -63,6 +63,8 @@ def test_broken_equation_keeps_every_term_and_breaks_long_sums():
     text = plotting.broken_equation("V", expr, terms_per_line=3)
     terms = [sp.latex(t) for t in sp.Add.make_args(sp.expand(expr))]
     assert text.count(r"\\") == -(-len(terms) // 3) - 1
+    sizes = [line.count("+") + line.count("-") for line in text.split(r"\\")]   # 22 terms: 3, 3, 3, 3, 3, 3, 2, 2
+    assert max(sizes) - min(sizes) <= 1, sizes
     assert all(term.lstrip("-").strip() in text for term in terms)
     assert plotting.broken_equation("V", g[0] + g[1], 3) == "V = " + sp.latex(g[0] + g[1])
     alone = plotting.broken_equation("V", expr, terms_per_line=3, lhs_alone=True)
