@@ -11,6 +11,7 @@ import pytest
 
 from helpers import paths
 from helpers.book import toc_entries
+from helpers.sphinx_typography import CLOSING, OPENING
 
 pytestmark = pytest.mark.book
 
@@ -62,28 +63,28 @@ def test_page_renders_offline(open_page, entry):
 
 
 # Inline formulas whose touching punctuation ("n." or "(n") a line break separates: the first character after the
-# formula starts left of its right edge (a new line), or the last one before it ends right of its left edge.
-PARTED_FORMULAS = r"""() => {
-  const closing = /^[.,;:!?)\]}\u2019\u201d]/, opening = /[(\[{\u2018\u201c]$/;
-  const parted = []; let checked = 0;
+# formula starts left of its right edge (a new line), or the last one before it ends right of its left edge. The
+# punctuation is the extension's own (`sphinx_typography.OPENING`, `CLOSING`), passed in as strings.
+PARTED_FORMULAS = r"""([opening, closing]) => {
+  const parted = [];
   for (const host of document.querySelectorAll('main span.math')) {
     const box = host.querySelector('mjx-container');
     if (!box) continue;
     const a = box.getBoundingClientRect();
     if (!a.width) continue;                       // hidden (a collapsed cell)
     const next = host.nextSibling, prev = host.previousSibling, r = document.createRange();
-    if (next && next.nodeType === 3 && closing.test(next.nodeValue)) {
-      checked++; r.setStart(next, 0); r.setEnd(next, 1);
+    if (next && next.nodeType === 3 && closing.includes(next.nodeValue[0])) {
+      r.setStart(next, 0); r.setEnd(next, 1);
       const p = r.getBoundingClientRect();
       if (p.left < a.right - 2 || p.top > a.bottom) parted.push(host.parentElement.innerText.slice(0, 60));
     }
-    if (prev && prev.nodeType === 3 && opening.test(prev.nodeValue)) {
-      checked++; r.setStart(prev, prev.nodeValue.length - 1); r.setEnd(prev, prev.nodeValue.length);
+    if (prev && prev.nodeType === 3 && prev.nodeValue && opening.includes(prev.nodeValue.slice(-1))) {
+      r.setStart(prev, prev.nodeValue.length - 1); r.setEnd(prev, prev.nodeValue.length);
       const p = r.getBoundingClientRect();
       if (p.right > a.left + 2 || a.top > p.bottom) parted.push(host.parentElement.innerText.slice(0, 60));
     }
   }
-  return {parted, checked};
+  return parted;
 }"""
 WIDTHS = (1400, 1250, 1100, 950, 800, 650)   # the line breaks move with the width: on the old pages 37 were parted
 
@@ -95,7 +96,7 @@ def test_no_line_break_parts_a_formula_from_its_punctuation(open_page, entry):
     parted = []
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
-        parted += [(width, text) for text in page.evaluate(PARTED_FORMULAS)["parted"]]
+        parted += [(width, text) for text in page.evaluate(PARTED_FORMULAS, [OPENING, CLOSING])]
     page.close()
     assert not parted, f"formulas parted from their punctuation (width, paragraph): {parted[:5]}"
 
