@@ -10,7 +10,8 @@ each carry the `axis` value and `seed` of their model, exactly as for `run_stack
 - asks `design.plan` what each setting needs next and loads what the result store has (key: the setting with the
   width, and the seed: a model is found by any sweep of the same name, point code and recipe, whichever stack
   trained it);
-- sends the missing models of a setting as one stack (or several: `buckets(setting, widths)`) and, as soon as a setting's
+- sends the missing models of a setting as one stack (or several: `buckets(setting, widths)` groups the widths, and
+  `stack_size(setting)` caps the models of a stack, `helpers.training.cut_stack`) and, as soon as a setting's
   stacks are back, plans its next step, so that the workers never wait for a round of every setting to finish;
 - runs in-process, on a process pool or on a Dask cluster (`helpers.executors`), and writes one progress line.
 
@@ -24,6 +25,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from .. import executors
+from ..training import cut_stack
 from ..cache import ResultStore, point_module, to_jsonable
 from ..design import Design
 from ..errors import ArgumentError
@@ -31,11 +33,15 @@ from ..progress import SweepProgress
 from . import SweepError, _rows
 
 
-def _check(name, point, settings, design, axis):
+def _check(name, point, settings, design, axis, buckets, stack_size):
     if not isinstance(name, str) or not name:
         raise ArgumentError("name", name, "a non-empty string (the result store's folder)")
     if not callable(point):
         raise ArgumentError("point", point, "a function point(**setting, members=[...], seed=0)")
+    if buckets is not None and not callable(buckets):
+        raise ArgumentError("buckets", buckets, "None or a function buckets(setting, widths) -> list of width lists")
+    if stack_size is not None and not callable(stack_size):
+        raise ArgumentError("stack_size", stack_size, "None or a function stack_size(setting) -> models per stack")
     if not isinstance(design, Design):
         raise ArgumentError("design", design, "a helpers.design.Design")
     settings = list(settings)
@@ -50,16 +56,17 @@ def _check(name, point, settings, design, axis):
 
 def run_adaptive_sweep(name: str, point: Callable, settings: list[dict], design: Design,
                        scores: Callable[[pd.DataFrame], dict], keep_going: Callable[[pd.DataFrame], bool] | None = None,
-                       axis: str = "d_head", buckets: Callable | None = None, store: ResultStore | None = None,
-                       executor=None, progress: bool = True, recompute: bool = False) -> pd.DataFrame:
+                       axis: str = "d_head", buckets: Callable | None = None, stack_size: Callable | None = None,
+                       store: ResultStore | None = None, executor=None, progress: bool = True,
+                       recompute: bool = False) -> pd.DataFrame:
     """Train every setting by `design` (see the module docstring); one row per model (and whatever the point
     returns per model), with the setting's config, `axis` and `seed`.
 
     scores(rows) -> {quantity: {(width, seed): score}} reads the rows of one setting (higher is better);
     keep_going(rows) -> bool, asked once both ends are trained, can stop a setting (a quality bar missed);
-    buckets(setting, widths) -> list of lists splits one request into several stacks. recompute=True retrains every
-    requested model and overwrites the store."""
-    settings = _check(name, point, settings, design, axis)
+    buckets(setting, widths) -> list of lists splits one request into several stacks, and stack_size(setting) -> int
+    caps the models of each (None: no cap). recompute=True retrains every requested model and overwrites the store."""
+    settings = _check(name, point, settings, design, axis, buckets, stack_size)
     store = store or ResultStore()
     runner = executors.resolve(executor)
     module = point_module(point)
@@ -92,8 +99,9 @@ def run_adaptive_sweep(name: str, point: Callable, settings: list[dict], design:
     def stacks(i, request) -> list[dict]:
         widths = sorted({w for w, _ in request})
         groups = buckets(settings[i], widths) if buckets is not None else [widths]
-        return [{**settings[i], "members": [{axis: w, "seed": s} for w, s in request if w in group]}
-                for group in groups if any(w in group for w, _ in request)]
+        limit = stack_size(settings[i]) if stack_size is not None else None
+        return [{**settings[i], "members": [{axis: w, "seed": s} for w, s in piece]}
+                for group in groups for piece in cut_stack([(w, s) for w, s in request if w in group], limit)]
 
     def left_bound() -> int:
         """At most this many models are still to train: every untrained (width, seed) up to the seed cap."""

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import data as datasets, gridsearch, parameters, robust, saturation, scaling, seeding
+from .. import data as datasets, gridsearch, parameters, robust, saturation, scaling, seeding, training
 from ..design import Design
 from ..english import count_of, join, number, plural, span_short
 from ..results import ChapterResult, Verdict
@@ -47,8 +47,8 @@ from .adaptive import run_adaptive_sweep
 from . import ch05_bridge as bridge
 from . import ch05_heldout as heldout
 from . import ch05_ssmax as ssmax
-from .ch05_training import (TASK_SPECS, TASKS, CellSpec, cell_point, stack_buckets,  # noqa: F401 (TASKS: notebook)
-                            stack_point)
+from .ch05_training import (TASK_SPECS, TASKS, CellSpec, stack_buckets, stack_point,  # noqa: F401 (TASKS: notebook)
+                            stack_size)
 
 EXPERIMENT = "phase_diagram"
 LONG_TASKS = ("copy", "reversal")   # also trained at LONG_N_VALUES: the permutations that learn at every n
@@ -102,7 +102,7 @@ def phase_diagram(tasks, n_values, grid, n_seeds: int, seed: int, spec: CellSpec
 
     frame = run_adaptive_sweep(EXPERIMENT, stack_point, settings, design, design_scores, keep_going=worth_refining,
                                axis="d_qk", buckets=lambda s, widths: stack_buckets(widths, s["n"], spec),
-                               progress=progress)
+                               stack_size=lambda s: stack_size(s["n"], spec), progress=progress)
     frame = frame.drop(columns="spec").rename(columns={"seed": "model_seed"})
     return frame.sort_values(["task", "n", "d_qk", "model_seed"], ignore_index=True)
 
@@ -735,16 +735,22 @@ def decisive_widths(cells: pd.DataFrame, P) -> dict:
 
 def fresh_seed_check(P, spec: CellSpec, widths: dict, progress: bool = True) -> pd.DataFrame:
     """The learning rates were chosen in trial runs on the chapter's own seeds, so each task's decisive widths
-    (`decisive_widths`) are trained again on fresh data and model seeds (SEED + FRESH_SEED_OFFSET); one row per
+    (`decisive_widths`) are trained again on fresh data and model seeds (SEED + FRESH_SEED_OFFSET on); one row per
     model (`train_models`). Each cell's widths train in the stacks of `stack_buckets` (a narrow model padded to
-    d_qk 32 would pay for 32), the largest n first, so that two workers finish together."""
-    configs = [{"task": task, "n": n, "d_qks": bucket, "n_seeds": P["N_SEEDS"], "spec": spec.__dict__}
-               for task, (n, d_qks) in widths.items() for bucket in stack_buckets(d_qks, n, spec)]
-    configs.sort(key=lambda config: (-config["n"], config["d_qks"]))   # narrow stacks run longest: they go first
-    frame = run_sweep(EXPERIMENT_FRESH, cell_point, configs, [P["SEED"] + FRESH_SEED_OFFSET], progress=progress)
+    d_qk 32 would pay for 32), cut to `stack_size` models (a stack whose attention scores outgrow the caches runs
+    slower), the largest n first, so that two workers finish together."""
+    fresh = P["SEED"] + FRESH_SEED_OFFSET
+    seeds = [fresh + i for i in range(P["N_SEEDS"])]
+    configs = [{"task": task, "n": n, "spec": spec.__dict__, "data_seed": fresh,
+                "members": [{"d_qk": d, "seed": s} for d, s in piece]}
+               for task, (n, d_qks) in widths.items() for bucket in stack_buckets(d_qks, n, spec)
+               for piece in training.cut_stack([(d, s) for d in bucket for s in seeds], stack_size(n, spec))]
+    configs.sort(key=lambda config: (-config["n"], sorted({m["d_qk"] for m in config["members"]})))  # narrow first:
+    frame = run_sweep(EXPERIMENT_FRESH, stack_point, configs, [0], progress=progress)   # they run longest
     order = {task: i for i, task in enumerate(widths)}
+    frame = frame.rename(columns={"seed": "model_seed"})
     frame = frame.sort_values(["task", "d_qk", "model_seed"], key=lambda c: c.map(order) if c.name == "task" else c)
-    return frame.drop(columns=["d_qks", "spec", "n_seeds"]).reset_index(drop=True)
+    return frame.drop(columns=["members", "spec"]).reset_index(drop=True)
 
 
 def fresh_seed_table(fresh: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:

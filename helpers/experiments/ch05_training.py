@@ -7,6 +7,7 @@
     rows = stack_point("copy", 32, spec.__dict__, data_seed=0, members=[{"d_qk": 2, "seed": 0}, ...])
     # the adaptive sweep's point: any (width, seed) pairs, rows with `seed` for the model seed
     rows = stack_point(..., ssmax_s=1.0)   # the same models with the scalable softmax (logits times s ln n)
+    stack_buckets([1, 4, 8, 32], 256, spec), stack_size(256, spec)   # how a cell's models are cut into stacks
 
 **Models.** Every model of a task has the same architecture (TASK_SPECS: layers, positions, learning rate);
 only the query/key width d_qk varies, the value width stays fixed (`d_value`). A model trains until its
@@ -187,14 +188,19 @@ def stack_point(task: str, n: int, spec: dict, data_seed: int, members: list[dic
             for row in _rows(trained, status, pairs, data)]
 
 
-def cell_point(task: str, n: int, d_qks: list, n_seeds: int, spec: dict, seed: int) -> list[dict]:
-    """A fixed cell (the fresh-seed check): the widths `d_qks`, model seeds seed .. seed + n_seeds - 1."""
-    return train_models(task, n, list(d_qks), [seed + i for i in range(n_seeds)], seed, CellSpec(**spec))
+def _shape(spec: CellSpec) -> models.ModelConfig:
+    """A cell's model as far as the cost of its stacks goes (one head per layer; the width does not matter)."""
+    return models.ModelConfig(d_model=spec.d_model, n_heads=1, d_head=1, d_value=spec.d_value,
+                              d_mlp=2 * spec.d_model, vocab_size=2)
 
 
 def stack_buckets(d_qks, n: int, spec: CellSpec) -> list[list[int]]:
     """The widths of a cell grouped into stacks that waste at most 25 % of their work on padding
     (`helpers.training.bucket_head_dims`)."""
-    cfg = models.ModelConfig(d_model=spec.d_model, n_heads=1, d_head=1, d_value=spec.d_value,
-                             d_mlp=2 * spec.d_model, vocab_size=2)
-    return training.bucket_head_dims(list(d_qks), training.qk_work_offset(cfg, n))
+    return training.bucket_head_dims(list(d_qks), training.qk_work_offset(_shape(spec), n))
+
+
+def stack_size(n: int, spec: CellSpec) -> int:
+    """The most models of one stack at sequence length n: 3 at n = 256 and 12 at n = 128 in full mode
+    (`helpers.training.stack_limit`)."""
+    return training.stack_limit(_shape(spec), n, spec.batch_size(n))

@@ -1,4 +1,5 @@
-"""Grouping a sweep's query/key widths into stacks that waste little work on padding.
+"""Grouping a sweep's models into stacks: widths that waste little work on padding, and stacks small enough for the
+CPU's caches.
 
 `bucket_head_dims` groups the d_head values of a sweep into stacks so that padding wastes at most `max_waste`
 (25 %) of the stack's work: the work of a model is counted, per token and layer, as the multiply-adds of its
@@ -6,10 +7,21 @@ query/key path (projections and scores, proportional to d_head) plus the fixed r
 projection, MLP); dims are taken in increasing order and a new stack starts whenever padding the next dim's
 stack to it would exceed the budget. Small dims are cheap next to the fixed rest: at d_model 64, 4 heads of
 value width 16 and n = 128 (rest = 48 dims), 1..64 make [1, 2, 4, 8, 16], [24, 32], [64].
+
+`stack_limit` caps the models of one stack so that one layer's attention scores, `(M, batch, heads, n, n)` in
+float32, stay within SCORE_BUDGET_BYTES, and `cut_stack` cuts a group's (width, seed) members into stacks of that
+size, seed by seed: a stack whose scores outgrow the caches runs slower per model, not faster
+(`benchmarks/bench_stack_size.py`).
 """
 
 from ..errors import ArgumentError
 from ..models import ModelConfig
+
+# Measured on a 2-core Xeon (2 MiB of L2 per core), chapter 05's full-mode stacks, one thread per process: 9 models
+# at n = 128 (4.5 MiB of scores) ran as fast per model as 3 (0.92 to 1.0 times), 9 and 6 at n = 256 (18 and 12 MiB)
+# 1.2 and 1.18 times slower than 3 (6 MiB). A fixed figure, not read from the machine, so that where the stacks are
+# cut (and so the rounding of a padded model) is the same on every machine.
+SCORE_BUDGET_BYTES = 6 * 2**20
 
 
 def qk_work_offset(cfg: ModelConfig, n: int) -> float:
@@ -39,3 +51,26 @@ def bucket_head_dims(dims, offset: float, max_waste: float = 0.25) -> list[list[
                 continue
         groups.append([d])
     return groups
+
+
+def stack_limit(cfg: ModelConfig, n: int, batch: int, budget: int = SCORE_BUDGET_BYTES) -> int:
+    """The most models of config `cfg` (sequence length n, `batch` sequences per step) one stack may hold: one
+    layer's attention scores of the stack, `(M, batch, n_heads, n, n)` in float32, within `budget` bytes; at least 1.
+    """
+    for name, value in (("n", n), ("batch", batch), ("budget", budget)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ArgumentError(name, value, "a positive integer")
+    return max(1, budget // (batch * cfg.n_heads * n * n * 4))
+
+
+def cut_stack(members: list, limit: int | None) -> list[list]:
+    """`members` [(width, seed), ...] of one stack as stacks of at most `limit` (None: no limit), in their own order
+    when they fit, else ordered by seed and then width and cut in turn, so that a piece holds whole seeds (every
+    width of the group, hence the group's padded width) wherever the limit allows."""
+    members = list(members)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ArgumentError("limit", limit, "None or a positive integer (models per stack)")
+    if limit is None or len(members) <= limit:
+        return [members] if members else []
+    ordered = sorted(members, key=lambda member: (member[1], member[0]))
+    return [ordered[i:i + limit] for i in range(0, len(ordered), limit)]

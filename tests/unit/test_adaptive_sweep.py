@@ -104,6 +104,22 @@ def test_buckets_split_a_request_into_stacks_without_changing_the_models(tmp_pat
     assert models(split) == models(whole) and any(len(c) > 1 for c in calls)
 
 
+def test_stack_size_caps_every_stack_and_keeps_the_models(tmp_path, monkeypatch):
+    sizes = []
+
+    def point(knee, wobble, members, seed=0):
+        sizes.append(len(members))
+        return toy_point(knee, wobble, members, seed)
+
+    capped = run_adaptive_sweep("adaptive_test", point, SETTINGS, Design(GRID), toy_scores,
+                                store=ResultStore(tmp_path / "a"), progress=False, stack_size=lambda setting: 2)
+    assert models(capped) == models(sweep(tmp_path / "b"))
+    assert max(sizes) == 2 and sum(sizes) == capped.attrs["computed"]
+    with pytest.raises(ArgumentError) as err:
+        sweep(tmp_path / "c", stack_size=2)
+    assert err.value.name == "stack_size" and not (tmp_path / "c" / "adaptive_test").exists()
+
+
 @pytest.fixture(scope="module")
 def cluster():
     import cloudpickle
@@ -126,6 +142,9 @@ def test_local_cluster_and_process_pool_train_the_same_models_as_in_process(clus
     reference = sweep(tmp_path / "a")
     same(reference, sweep(tmp_path / "b", executors.Dask(cluster.scheduler_address)))
     same(reference, sweep(tmp_path / "c", executors.ProcessPool(2)))
+    capped = lambda setting: 2   # noqa: E731 (stacks cut to two models: the same models on every scheduler)
+    same(reference, sweep(tmp_path / "d", executors.Dask(cluster.scheduler_address), stack_size=capped))
+    same(reference, sweep(tmp_path / "e", executors.ProcessPool(2), stack_size=capped))
     again = sweep(tmp_path / "b", executors.Dask(cluster.scheduler_address))
     assert again.attrs["computed"] == 0, "stored models are never sent to the cluster"
 

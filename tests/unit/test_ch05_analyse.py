@@ -449,23 +449,29 @@ def test_the_fresh_seed_check_retrains_the_widths_the_bracket_rests_on():
 
 def test_the_fresh_seed_check_trains_narrow_stacks_first_and_returns_rows_in_task_order(monkeypatch, tmp_path):
     """Each cell's widths go out in the stacks of `stack_buckets` (recomputed here by hand: 32 would pad 4 and 6
-    eightfold), the largest n and the narrowest stacks first; every (width, fresh seed) is trained once."""
+    eightfold), cut to `stack_size` models (at n = 256 and d_model 32: 8 sequences of 2 MiB of scores each, so 3 per
+    stack of 6 MiB; at n = 64 up to 24), seed by seed, the largest n and the narrowest stacks first; every (width,
+    fresh seed) is trained once, on the fresh data seed."""
     monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
     calls = []
 
-    def point(task, n, d_qks, n_seeds, spec, seed):
-        calls.append((task, n, list(d_qks)))
-        return [{"d_qk": d, "model_seed": seed + i, "test_accuracy": 1.0} for d in d_qks for i in range(n_seeds)]
+    def point(task, n, spec, data_seed, members, seed=0):
+        assert data_seed == 1000 and seed == 0
+        calls.append((task, n, [(m["d_qk"], m["seed"]) for m in members]))
+        return [{"d_qk": m["d_qk"], "seed": m["seed"], "test_accuracy": 1.0} for m in members]
 
-    monkeypatch.setattr(chapter, "cell_point", point)
+    monkeypatch.setattr(chapter, "stack_point", point)
     P = params(TASKS=["reversal", "copy"], N_SEEDS=3)
     spec = training.CellSpec(d_model=32)
     fresh = chapter.fresh_seed_check(P, spec, {"reversal": (64, [6, 8, 32]), "copy": (256, [4, 6, 32])},
                                      progress=False)
-    assert calls == [("copy", 256, [4, 6]), ("copy", 256, [32]), ("reversal", 64, [6, 8]), ("reversal", 64, [32])]
+    assert calls == [("copy", 256, [(4, 1000), (6, 1000), (4, 1001)]), ("copy", 256, [(6, 1001), (4, 1002), (6, 1002)]),
+                     ("copy", 256, [(32, 1000), (32, 1001), (32, 1002)]),
+                     ("reversal", 64, [(d, s) for d in (6, 8) for s in (1000, 1001, 1002)]),
+                     ("reversal", 64, [(32, 1000), (32, 1001), (32, 1002)])]
     assert fresh[["task", "d_qk"]].drop_duplicates().values.tolist() == [
         ["reversal", 6], ["reversal", 8], ["reversal", 32], ["copy", 4], ["copy", 6], ["copy", 32]]
-    assert len(fresh) == 6 * 3 and set(fresh.model_seed) == {1000, 1001, 1002}
+    assert len(fresh) == 6 * 3 and set(fresh.model_seed) == {1000, 1001, 1002} and set(fresh.data_seed) == {1000}
 
 
 def test_ceiling_and_permutation_verdicts_read_the_heads_and_the_patterns():

@@ -13,7 +13,7 @@ from helpers.errors import ArgumentError
 from helpers.experiments import run_stacked_sweep, stack_configs
 from helpers.models import ModelConfig, build_model, uniform_attention
 from helpers.training import (BatchOrder, Diverged, ModelStack, Recipe, StackedAdamW, bucket_head_dims,
-                              clip_per_model, evaluate, lr_factor, qk_work_offset, should_stop, stack_weights_path,
+                              clip_per_model, cut_stack, stack_limit, evaluate, lr_factor, qk_work_offset, should_stop, stack_weights_path,
                               train)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -391,6 +391,39 @@ def test_buckets_bound_the_padding_waste():
         assert len(merged) * (offset + b[0]) > 1.25 * sum(offset + d for d in merged)
     assert groups[0] == [1, 2, 4, 8, 16]
     assert bucket_head_dims([8, 1], offset=0.0, max_waste=0.0) == [[1], [8]]
+
+
+def test_a_stack_holds_as_many_models_as_keep_one_layers_scores_within_the_budget():
+    cfg = ModelConfig(vocab_size=10, d_model=32, n_heads=1, d_value=16)
+    one_model = torch.zeros(8, cfg.n_heads, 256, 256).nbytes          # the scores of one model: 8 sequences at n 256
+    assert one_model == 2 * 2**20
+    assert stack_limit(cfg, 256, 8) == 3 == (6 * 2**20) // one_model    # chapter 05 at n = 256 (full mode)
+    assert stack_limit(cfg, 128, 8) == 12 and stack_limit(cfg, 16, 64) == 96
+    four = ModelConfig(vocab_size=10, d_model=64, n_heads=4, d_value=16)
+    assert stack_limit(four, 128, 8) == 3                               # 4 heads: 2 MiB a model at n = 128
+    assert stack_limit(cfg, 4096, 8) == 1, "never fewer than one model"
+    assert stack_limit(cfg, 256, 8, budget=2 * 2**20 - 1) == 1 and stack_limit(cfg, 256, 8, budget=4 * 2**20) == 2
+    for name, bad in (("n", 0), ("batch", 2.5), ("budget", True)):
+        with pytest.raises(ArgumentError) as err:
+            stack_limit(cfg, **{"n": 256, "batch": 8, name: bad})
+        assert err.value.name == name
+
+
+def test_cut_stack_keeps_whole_seeds_together_and_every_member_once():
+    members = [(w, s) for w in (1, 4, 8) for s in (0, 1, 2)]             # width-major, as a bucket makes them
+    assert cut_stack(members, None) == [members] and cut_stack(members, 9) == [members], "a stack that fits stays"
+    assert cut_stack(members, 3) == [[(1, s), (4, s), (8, s)] for s in (0, 1, 2)]
+    pieces = cut_stack([(w, s) for w in (4, 6) for s in (0, 1, 2)], 3)
+    assert pieces == [[(4, 0), (6, 0), (4, 1)], [(6, 1), (4, 2), (6, 2)]]
+    assert all(max(w for w, _ in piece) == 6 for piece in pieces), "each piece keeps the group's padded width"
+    for limit in (1, 2, 4, 5, 8):
+        pieces = cut_stack(members, limit)
+        assert sorted(m for p in pieces for m in p) == sorted(members) and all(len(p) <= limit for p in pieces)
+        assert len(pieces) == -(-len(members) // limit)
+    assert cut_stack([], 3) == []
+    for bad in (0, 1.5, True):
+        with pytest.raises(ArgumentError, match="limit"):
+            cut_stack(members, bad)
 
 
 def point(task, members, seed):
