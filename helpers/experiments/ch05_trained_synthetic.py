@@ -538,6 +538,25 @@ def lr_text(tasks) -> str:
     return join([f"{number(lr)} for {join(names)}" for lr, names in sorted(by_lr.items())])
 
 
+def batch_text(P) -> str:
+    """"about 1,024 tokens (8 sequences at least, so 2,048 tokens at n = 256)": the tokens of one training step."""
+    spec = cell_spec(P)
+    longer = [n for n in all_n_values(P) if spec.batch_size(n) * n > spec.tokens_per_step]
+    text = f"about {spec.tokens_per_step:,} tokens"
+    if not longer:
+        return text
+    tokens = join([f"{spec.batch_size(n) * n:,}" for n in longer])
+    return (f"{text} ({spec.batch_size(longer[0])} sequences at least, so {tokens} tokens at n = "
+            f"{join([str(n) for n in longer])})")
+
+
+def stack_text(P) -> str:
+    """"6 MiB: 96, 48, 24, 12 and 3 models at n = 16, 32, 64, 128 and 256": how many models one stack holds."""
+    spec, ns = cell_spec(P), all_n_values(P)
+    return (f"{training.buckets.SCORE_BUDGET_BYTES / 2**20:g} MiB: {join([str(stack_size(n, spec)) for n in ns])} "
+            f"{'model' if stack_size(ns[-1], spec) == 1 else 'models'} at n = {join([str(n) for n in ns])}")
+
+
 def cells_meeting_bars(usable: int, cells: int) -> str:
     """"None of the 9 (task, n) cells meets its quality bar", "1 of the 9 ... meets its ...", "7 of the 9 ... meet
     their ..." (a sentence's start)."""
@@ -572,6 +591,8 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_min_points", scaling.VERDICT_MIN_POINTS, "d")
     q("ch5_steps", P["STEPS"], "d")
     q("ch5_lr_text", lr_text(P["TASKS"]))
+    q("ch5_batch_text", batch_text(P))
+    q("ch5_stack_text", stack_text(P))
     q("ch5_tolerance", 100 * P["TOLERANCE"], digits=2)
     q("ch5_patience", P["PATIENCE"], "d")
     q("ch5_eval_every", P["EVAL_EVERY"], "d")

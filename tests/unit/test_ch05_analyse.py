@@ -559,3 +559,12 @@ def test_the_verdicts_table_has_one_row_per_finding_with_each_sentence_whole():
     assert said[("copy", "growth verdict")] == verdict_of(result).sentence
     assert said[("copy", "smallest width per n")] == chapter.curve_text(cells_of(result), "copy")
     assert said[("copy", "the largest n held out")] == result.verdicts["ch5_copy_heldout"].sentence
+
+
+def test_the_step_and_stack_sizes_the_prose_quotes_are_recomputed_by_hand():
+    # 1,024 tokens a step, at least 8 sequences: 64 x 16 and 16 x 64 tokens, but 8 x 256 = 2,048 at n = 256
+    P = params(N_VALUES=[16, 64], LONG_N_VALUES=[256])
+    assert chapter.batch_text(P) == "about 1,024 tokens (8 sequences at least, so 2,048 tokens at n = 256)"
+    assert chapter.batch_text(params(N_VALUES=[16, 64], LONG_N_VALUES=[])) == "about 1,024 tokens"
+    # one head: a model's scores are batch x n x n x 4 bytes, 64 KiB at n = 16, 256 KiB at 64, 2 MiB at 256
+    assert chapter.stack_text(P) == "6 MiB: 96, 24 and 3 models at n = 16, 64 and 256"
