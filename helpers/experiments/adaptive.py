@@ -25,11 +25,11 @@ from collections.abc import Callable
 import pandas as pd
 
 from .. import executors
-from ..training import cut_stack
 from ..cache import ResultStore, point_module, to_jsonable
 from ..design import Design
 from ..errors import ArgumentError
 from ..progress import SweepProgress
+from ..training import cut_stack
 from . import SweepError, _rows
 
 

@@ -766,8 +766,9 @@ def fresh_seed_check(P, spec: CellSpec, widths: dict, progress: bool = True) -> 
                 "members": [{"d_qk": d, "seed": s} for d, s in piece]}
                for task, (n, d_qks) in widths.items() for bucket in stack_buckets(d_qks, n, spec)
                for piece in training.cut_stack([(d, s) for d in bucket for s in seeds], stack_size(n, spec))]
-    configs.sort(key=lambda config: (-config["n"], sorted({m["d_qk"] for m in config["members"]})))  # narrow first:
-    frame = run_sweep(EXPERIMENT_FRESH, stack_point, configs, [0], progress=progress)   # they run longest
+    # the largest n first, and there the narrowest stacks, which run longest
+    configs.sort(key=lambda config: (-config["n"], sorted({m["d_qk"] for m in config["members"]})))
+    frame = run_sweep(EXPERIMENT_FRESH, stack_point, configs, [0], progress=progress)
     order = {task: i for i, task in enumerate(widths)}
     frame = frame.rename(columns={"seed": "model_seed"})
     frame = frame.sort_values(["task", "d_qk", "model_seed"], key=lambda c: c.map(order) if c.name == "task" else c)

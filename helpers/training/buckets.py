@@ -20,7 +20,9 @@ from ..models import ModelConfig
 # Measured on a 2-core Xeon (2 MiB of L2 per core), chapter 05's full-mode stacks, one thread per process: 9 models
 # at n = 128 (4.5 MiB of scores) ran as fast per model as 3 (0.92 to 1.0 times), 9 and 6 at n = 256 (18 and 12 MiB)
 # 1.2 and 1.18 times slower than 3 (6 MiB). A fixed figure, not read from the machine, so that where the stacks are
-# cut (and so the rounding of a padded model) is the same on every machine.
+# cut (and so the rounding of a padded model) is the same on every machine. Evaluation, which keeps nothing for a
+# backward pass, cuts its forward passes by a figure of its own (`loop.ATTENTION_FLOATS`); both are timings, not
+# one quantity.
 SCORE_BUDGET_BYTES = 6 * 2**20
 
 
