@@ -589,7 +589,7 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     # the rule of three: k of k seeds agreeing bound the share of seeds that would not at 1 - 0.05^(1/k) (95 %)
     q("ch5_agree_bound", 100 * (1 - 0.05 ** (1 / MIN_SEEDS)), digits=2)
     q("ch5_min_points", scaling.VERDICT_MIN_POINTS, "d")
-    q("ch5_steps", P["STEPS"], "d")
+    q("ch5_steps", P["STEPS"], ",d")
     q("ch5_lr_text", lr_text(P["TASKS"]))
     q("ch5_batch_text", batch_text(P))
     q("ch5_stack_text", stack_text(P))
@@ -608,7 +608,7 @@ def quote_numbers(result: ChapterResult, P, frame, cells, verdicts, above) -> No
     q("ch5_max_hardmax_over_n", float((converged.hardmax_rank_max / converged.n).max()), ".2f")   # "1.00 n", not "1 n"
     q("ch5_max_numerical_over_n", float((converged.numerical_rank_max / converged.n).max()), ".2f")
     q("ch5_stop_step_median", float(converged.stop_step.median()) if len(converged) else math.nan, digits=3)
-    q("ch5_stop_step_max", int(converged.stop_step.max()) if len(converged) else 0, "d")
+    q("ch5_stop_step_max", int(converged.stop_step.max()) if len(converged) else 0, ",d")
     q("ch5_n_max", max(all_n_values(P)), "d")
     q("ch5_n_list", join([str(n) for n in P["N_VALUES"]]))
     q("ch5_long_text", long_text(P))

@@ -721,7 +721,7 @@ def analyse(P, resamples: int = 1000) -> ChapterResult:
     result.data.update(rows=rows, models=models, curves=curves(models))
     spec = DomainSpec(**P.SPEC)
     for name in ("d_model", "n_heads", "n_layers", "d_value", "max_steps", "eval_every"):
-        result.quote(f"ch6_{name}", getattr(spec, name), "d")
+        result.quote(f"ch6_{name}", getattr(spec, name), ",d")
     result.quote("ch6_lr", lr_text(P.DOMAINS, spec))
     result.quote("ch6_patience", P.PATIENCE, "d")
     result.quote("ch6_min_improvement_pct", 100 * P.MIN_IMPROVEMENT, "g")

@@ -177,7 +177,7 @@ def _setting(P, facts, df, layers, result) -> None:
     result.quote("ch9_windows", P.WINDOWS, "d")
     result.quote("ch9_n_count", len(P.N_VALUES), "d")
     result.quote("ch9_corpora", english.join([CORPUS_NAMES[c] for c in P.CORPORA]))
-    result.quote("ch9_matrices", len(df), "d")
+    result.quote("ch9_matrices", len(df), ",d")
     result.frames["per_layer_rank_over_n"] = {
         corpus: {measure: {str(n): {w: part[(part.n == n) & (part.weights == w)].sort_values("layer")["mean"].tolist()
                                     for w in minilm.WEIGHTS} for n in P.N_VALUES}
