@@ -160,7 +160,7 @@ def _d1(P, result) -> None:
     d1 = run_sweep("ch3_d1", hardmax_point, [{"n": n, "d_head": 1, "keys": "gaussian", "trials": 4 * P.TRIALS}
                                              for n in P.N_VALUES], seeds=[P.SEED])
     result.quote("ch3_d1_max", int(d1["rank"].max()), "d")
-    result.quote("ch3_d1_count", int(len(d1)), "d")
+    result.quote("ch3_d1_count", int(len(d1)), ",d")
     result.frames["d1_max_rank_by_n"] = d1.groupby("n")["rank"].max().to_dict()
 
 
@@ -173,7 +173,7 @@ def _hull(P, result) -> None:
     result.frames["hull"] = mean
     result.data["hull_raw"] = hull
     result.verdict("ch3_hull_bound_ok", hull_bound_verdict(mean, P.HULL_TRIALS))
-    result.quote("ch3_hull_lp_calls", int(mean.lp_calls.sum()), "d")
+    result.quote("ch3_hull_lp_calls", int(mean.lp_calls.sum()), ",d")
     n_big = max(P.HULL_N_VALUES)
     row2 = mean[(mean.n == n_big) & (mean.d == 2)]
     result.quote("ch3_hull_d2_count", float(row2.vertices.iloc[0]) if len(row2) else "(not measured)",
