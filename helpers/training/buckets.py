@@ -15,11 +15,11 @@ size, seed by seed: a stack whose scores outgrow the caches runs slower per mode
 """
 
 from ..errors import ArgumentError
-from ..models import ModelConfig
+from ..models import ModelConfig, _optional_positive_int, _positive_int
 
 # Measured on a 2-core Xeon (2 MiB of L2 per core), chapter 05's full-mode stacks, one thread per process: 9 models
-# at n = 128 (4.5 MiB of scores) ran as fast per model as 3 (0.92 to 1.0 times), 9 and 6 at n = 256 (18 and 12 MiB)
-# 1.2 and 1.18 times slower than 3 (6 MiB). A fixed figure, not read from the machine, so that where the stacks are
+# at n = 128 (4.5 MiB of scores) ran as fast per model as 3 (0.92 to 1.0 times); at n = 256, 9 models (18 MiB) ran
+# 1.2 times and 6 (12 MiB) 1.05 to 1.18 times slower than 3 (6 MiB). A fixed figure, not read from the machine, so that where the stacks are
 # cut (and so the rounding of a padded model) is the same on every machine. Evaluation, which keeps nothing for a
 # backward pass, cuts its forward passes by a figure of its own (`loop.ATTENTION_FLOATS`); both are timings, not
 # one quantity.
@@ -60,8 +60,7 @@ def stack_limit(cfg: ModelConfig, n: int, batch: int, budget: int = SCORE_BUDGET
     layer's attention scores of the stack, `(M, batch, n_heads, n, n)` in float32, within `budget` bytes; at least 1.
     """
     for name, value in (("n", n), ("batch", batch), ("budget", budget)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ArgumentError(name, value, "a positive integer")
+        _positive_int(name, value)
     return max(1, budget // (batch * cfg.n_heads * n * n * 4))
 
 
@@ -70,8 +69,7 @@ def cut_stack(members: list, limit: int | None) -> list[list]:
     when they fit, else ordered by seed and then width and cut in turn, so that a piece holds whole seeds (every
     width of the group, hence the group's padded width) wherever the limit allows."""
     members = list(members)
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-        raise ArgumentError("limit", limit, "None or a positive integer (models per stack)")
+    _optional_positive_int("limit", limit)
     if limit is None or len(members) <= limit:
         return [members] if members else []
     ordered = sorted(members, key=lambda member: (member[1], member[0]))

@@ -104,7 +104,7 @@ def test_buckets_split_a_request_into_stacks_without_changing_the_models(tmp_pat
     assert models(split) == models(whole) and any(len(c) > 1 for c in calls)
 
 
-def test_stack_size_caps_every_stack_and_keeps_the_models(tmp_path, monkeypatch):
+def test_stack_size_caps_every_stack_and_keeps_the_models(tmp_path):
     sizes = []
 
     def point(knee, wobble, members, seed=0):
