@@ -20,7 +20,8 @@ model computes the same numbers either way (padding is exact); `result.compactio
 and validation losses that feed the stopping rule), `shrink` (drop stopped models) and `finish` (every model
 scored with its final weights). A NaN or infinite training loss stops that model only; the others finish,
 then `Diverged` names the failed models (`error.result` keeps everyone's results). Progress goes to stderr
-with tqdm when `progress` is True (hidden in the rendered book).
+with tqdm when `progress` is True (hidden in the rendered book). The process's C allocator keeps the memory a
+step frees (`helpers.allocator.keep_freed_memory`), so that the next step does not fault it in afresh.
 """
 
 import math
@@ -32,6 +33,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from ..allocator import keep_freed_memory
 from ..data import TaskData
 from ..errors import ArgumentError
 from ..models import Transformer, pick_device
@@ -246,6 +248,7 @@ def train(models: ModelStack | Transformer, data: TaskData, recipe: Recipe, seed
     setting). `result.status` says per model whether it stopped by the rule (`converged`) or ran out of steps.
     """
     _check(models, data, recipe, seeds, threads, compact)
+    keep_freed_memory()   # every step frees what the next allocates: keep it in the process (`helpers.allocator`)
     single = isinstance(models, Transformer)
     stack = ModelStack([models]) if single else models
     stack.to(pick_device(device))
