@@ -6,9 +6,10 @@ On Linux with glibc, a block above malloc's mmap threshold (128 KiB at first; gl
 large blocks are freed) is mapped fresh from the kernel and unmapped when it is freed, and a free top of the heap
 above the trim threshold (twice the mmap threshold) goes back to the kernel. A training step allocates and frees
 the same activations every step, so every step touched fresh pages that the kernel had to fault in and zero:
-1,400 to 8,800 minor page faults per step in chapter 05's stacks. `keep_freed_memory` fixes both thresholds, so
-that those blocks come from the heap and stay there: under 100 faults per step, and the steps 1.04 to 1.2 times
-faster (`benchmarks/bench_allocator.py`, which also checks that the trained weights are bitwise the same).
+about 2,700 to 11,000 minor page faults per step in chapter 05's and chapter 06's stacks. `keep_freed_memory`
+fixes both thresholds, so that those blocks come from the heap and stay there: about 100 to 1,100 faults per step
+(the first steps included), and the steps 1.00 to 1.17 times faster (`benchmarks/bench_allocator.py`, which also
+checks that the trained weights are bitwise the same).
 
 The price: a process keeps up to TRIM_THRESHOLD of freed memory for reuse instead of handing it back.
 Elsewhere (macOS, Windows, musl) malloc differs and this does nothing.

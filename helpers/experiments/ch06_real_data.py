@@ -156,8 +156,7 @@ def sweep(P, progress: bool = True) -> pd.DataFrame:
     `attrs["design"]` says per setting and quantity whether a seed left out still moves the answer.
 
     No `stack_size`: cutting the 6-model stacks at n = 128 (12 MiB of scores a layer) to 3 gained only 1.02 to
-    1.04 times per model-step (2026-12-07), against chapter 05's 1.15 to 1.27 at n = 256, and would re-round every
-    model there."""
+    1.04 times per model-step (2026-12-07, before `helpers.allocator`), and would re-round every model there."""
     frame = run_adaptive_sweep(EXPERIMENT, stack_point, setting_configs(P), design(P), design_scores,
                                keep_going=worth_refining, progress=progress)
     return frame.drop(columns="spec")
