@@ -1,10 +1,12 @@
-"""glibc's thresholds fixed by `helpers.allocator.keep_freed_memory` against its defaults, per model-step.
+"""glibc's thresholds fixed by `helpers.allocator.keep_freed_memory` against its defaults, per step.
 
 The chapters' own stacks, trained by `helpers.training.train` with their recipes (validation every `eval_every`
 steps included), BENCH_STEPS steps from fresh weights, one thread:
   - chapter 05 (full mode: d_model 32, value width 16): copy at n = 32, 64, 128 and 256 and reversal at n = 16,
     widths 1, 4 and 8 repeated over seeds up to the chapter's `stack_size` (96, 48, 24, 12 and 3 models);
-  - chapter 06 (full mode): Shakespeare at n = 128, widths 1, 2 and 3 by 3 seeds.
+  - chapter 06 (full mode): Shakespeare at n = 128, widths 1, 2 and 3 by 3 seeds;
+  - chapter 03c's code optimiser (`helpers.code_search.optimise_code`, which also sets them) at its largest n, 4096:
+    a free (permutation) and a tied code of dimension 16 at L = 16, CODE_STEPS steps (the chapter's 400).
 The thresholds cannot be set back within a process, so each side runs in a child process of its own, the two
 sides alternating (best of BENCH_ROUNDS, default 2, so that load changes hit both alike). Prints per stack:
 milliseconds per model-step and minor page faults per step of each side, the ratio default / kept (above 1:
@@ -29,7 +31,9 @@ from _common import header, verdict
 STEPS = int(os.environ.get("BENCH_STEPS", 100))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", 2))
 STACKS = [("ch05", "reversal", 16), ("ch05", "copy", 32), ("ch05", "copy", 64), ("ch05", "copy", 128),
-          ("ch05", "copy", 256), ("ch06", "shakespeare", 128)]
+          ("ch05", "copy", 256), ("ch06", "shakespeare", 128), ("ch03c", "permutation", 4096),
+          ("ch03c", "tied", 4096)]
+CODE_STEPS = 400
 
 
 def _ch05(task: str, n: int):
@@ -53,14 +57,31 @@ def _ch06(domain: str, n: int):
     return [points.model_config(data, d, spec) for d, _ in members], members, data, spec.recipe(domain, n)
 
 
+def _code(pattern: str, n: int) -> dict:
+    """Chapter 03c's optimiser: one code of dimension 16 at L = 16 for CODE_STEPS steps."""
+    from helpers import code_search
+
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    started = time.perf_counter()
+    found = code_search.optimise_code(n, 16, 16.0, pattern, steps=CODE_STEPS, seed=0)
+    seconds = time.perf_counter() - started
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    result = json.dumps([found.mean_mass, found.min_mass, found.loss]).encode()
+    return {"ms": 1e3 * seconds / CODE_STEPS, "faults": faults / CODE_STEPS, "models": 1,
+            "weights": hashlib.sha256(result).hexdigest()}
+
+
 def child(chapter: str, name: str, n: int, keep: bool) -> dict:
-    """Train one stack for STEPS steps in this process, with glibc's thresholds kept or left at their defaults."""
+    """Train one stack for STEPS steps (or optimise one code of chapter 03c) in this process, with glibc's
+    thresholds kept or left at their defaults."""
     from helpers import allocator, seeding, training
 
     if keep:
         assert allocator.keep_freed_memory(), "not glibc: nothing to measure"
     else:
-        allocator._kept = False   # the trainer's call then leaves glibc's defaults alone
+        allocator._kept = False   # the trainer's (and the optimiser's) call then leaves glibc's defaults alone
+    if chapter == "ch03c":
+        return _code(name, n)
     configs, members, data, recipe = (_ch05 if chapter == "ch05" else _ch06)(name, n)
     recipe = dataclasses.replace(recipe, steps=STEPS, patience=10**6, loss_floor=None, min_evals=0)  # no stop
     stack = training.ModelStack.build(configs, [seeding.derive_seed(s, "init") for _, s in members], "cpu")
@@ -82,7 +103,7 @@ def run_child(chapter: str, name: str, n: int, keep: bool) -> dict:
 
 
 def main():
-    header("allocator: glibc's thresholds kept (helpers.allocator) against its defaults, per model-step")
+    header("allocator: glibc's thresholds kept (helpers.allocator) against its defaults, per step")
     for chapter, name, n in STACKS:
         runs = {"default": [], "kept": []}
         for _ in range(ROUNDS):
@@ -90,9 +111,11 @@ def main():
                 runs[side].append(run_child(chapter, name, n, side == "kept"))
         best = {side: min(r, key=lambda x: x["ms"]) for side, r in runs.items()}
         same = len({r["weights"] for side in runs for r in runs[side]}) == 1
-        print(f"{chapter} {name} n = {n:>3}, {best['kept']['models']} models: default {best['default']['ms']:.2f} ms "
+        what, unit, result = (("one code", "optimiser step", "masses and loss") if chapter == "ch03c" else
+                              (f"{best['kept']['models']} models", "model-step", "weights"))
+        print(f"{chapter} {name} n = {n:>3}, {what}: default {best['default']['ms']:.2f} ms "
               f"({best['default']['faults']:,.0f} faults a step), kept {best['kept']['ms']:.2f} ms "
-              f"({best['kept']['faults']:,.0f} faults a step) per model-step; weights bitwise the same: {same}")
+              f"({best['kept']['faults']:,.0f} faults a step) per {unit}; {result} bitwise the same: {same}")
         print("  " + verdict(f"default / kept, {chapter} {name} at n = {n}",
                              best["default"]["ms"] / best["kept"]["ms"], 1.0))
 

@@ -1,6 +1,6 @@
 """How the C allocator keeps the memory a training step frees, so that the next step reuses it.
 
-    keep_freed_memory()   # once per process; `helpers.training.train` calls it
+    keep_freed_memory()   # once per process; `helpers.training.train` and `code_search.optimise_code` call it
 
 On Linux with glibc, a block above malloc's mmap threshold (128 KiB at first; glibc raises it, up to 32 MiB, as
 large blocks are freed) is mapped fresh from the kernel and unmapped when it is freed, and a free top of the heap

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from . import margin
+from .allocator import keep_freed_memory
 from .errors import ArgumentError
 
 PATTERNS = ("permutation", "sparse", "tied")
@@ -87,6 +88,7 @@ def optimise_code(n: int, d: int, L: float, pattern: str = "permutation", k: int
                   seed: int = 0, device: str | None = None) -> CodeResult:
     """Optimise a code of dimension `d` for `pattern` at logit scale `L` and return its exact target masses."""
     _check(n, d, L, pattern, k, steps)
+    keep_freed_memory()   # each step frees the logits the next allocates: keep them in the process
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     gen = torch.Generator().manual_seed(seed)
     mask = _targets(n, pattern, k, gen).to(device)

@@ -1,5 +1,6 @@
 """helpers.allocator: with glibc's thresholds kept, a training step reuses the pages the step before freed (minor page
-faults counted by the kernel, in child processes with and without the setting); the trainer sets them."""
+faults counted by the kernel, in child processes with and without the setting); the trainer and chapter 3c's code
+optimiser set them."""
 
 import json
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import allocator, data
+from helpers import allocator, code_search, data
 from helpers.models import ModelConfig
 from helpers.training import ModelStack, Recipe, train
 
@@ -81,4 +82,11 @@ def test_the_trainer_keeps_freed_memory(monkeypatch):
     d = data.load("copy", 8, n_train=32, n_test=8)
     cfg = ModelConfig(d_model=16, n_heads=1, n_layers=1, d_head=2, d_value=4, **d.model_fields())
     train(ModelStack.build([cfg], [0], "cpu"), d, Recipe(steps=2, batch_size=4, eval_every=0), [0])
+    assert calls == [1]
+
+
+def test_the_code_optimiser_keeps_freed_memory(monkeypatch):
+    calls = []
+    monkeypatch.setattr("helpers.code_search.keep_freed_memory", lambda: calls.append(1))
+    code_search.optimise_code(8, 2, 4.0, steps=2)
     assert calls == [1]
