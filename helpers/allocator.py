@@ -9,7 +9,9 @@ the same activations every step, so every step touched fresh pages that the kern
 about 2,700 to 11,000 minor page faults per step in chapter 05's and chapter 06's stacks. `keep_freed_memory`
 fixes both thresholds, so that those blocks come from the heap and stay there: about 100 to 1,100 faults per step
 (the first steps included), and the steps 1.00 to 1.17 times faster (`benchmarks/bench_allocator.py`, which also
-checks that the trained weights are bitwise the same).
+checks that the trained weights are bitwise the same). Chapter 3c's code optimiser frees and allocates its logits
+every step the same way: at n = 4096, 1,755 and 754 faults a step fell to about 200, and its steps ran 1.29 and 1.06
+times faster (a free and a tied code, on an AMD EPYC), with the same masses bit for bit.
 
 The price: a process keeps up to TRIM_THRESHOLD of freed memory for reuse instead of handing it back.
 Elsewhere (macOS, Windows, musl) malloc differs and this does nothing.
