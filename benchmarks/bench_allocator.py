@@ -8,9 +8,10 @@ steps included), BENCH_STEPS steps from fresh weights, one thread:
   - chapter 03c's code optimiser (`helpers.code_search.optimise_code`, which also sets them) at its largest n, 4096:
     a free (permutation) and a tied code of dimension 16 at L = 16, CODE_STEPS steps (the chapter's 400).
 The thresholds cannot be set back within a process, so each side runs in a child process of its own, the two
-sides alternating (best of BENCH_ROUNDS, default 2, so that load changes hit both alike). Prints per stack:
-milliseconds per model-step and minor page faults per step of each side, the ratio default / kept (above 1:
-keeping is faster), and whether the trained weights are bitwise the same.
+sides alternating (best of BENCH_ROUNDS, default 2, so that load changes hit both alike). Prints per stack (or
+code): milliseconds per model-step (or optimiser step) and minor page faults per step of each side, the ratio
+default / kept (above 1: keeping is faster), and whether the trained weights (or the code's masses) are bitwise the
+same.
 
 Figures (dated, with the machine): the README's section "Benchmarks".
 Usage: python benchmarks/bench_allocator.py       (BENCH_STEPS, default 100; BENCH_ROUNDS, default 2)

@@ -17,13 +17,13 @@ size, seed by seed: a stack whose scores outgrow the caches runs slower per mode
 from ..errors import ArgumentError
 from ..models import ModelConfig, _optional_positive_int, _positive_int
 
-# Measured on a 2-core Xeon (2 MiB of L2 per core), chapter 05's full-mode stacks, one thread per process: 9 models
-# at n = 128 (4.5 MiB of scores) ran as fast per model as 3 (0.92 to 1.0 times); at n = 256, 9 models (18 MiB) ran
-# 1.2 times and 6 (12 MiB) 1.05 to 1.18 times slower than 3 (6 MiB); since the trainer keeps its freed memory
-# (`helpers.allocator`), part of that gap (page faults) is gone, and 9 models ran 1.02 to 1.08 times slower. A fixed figure, not read from the machine, so that where the stacks are
-# cut (and so the rounding of a padded model) is the same on every machine. Evaluation, which keeps nothing for a
-# backward pass, cuts its forward passes by a figure of its own (`loop.ATTENTION_FLOATS`); both are timings, not
-# one quantity.
+# Measured on a 2-core Xeon (2 MiB of L2 per core), chapter 05's full-mode stacks, one thread per process: 9 models at
+# n = 128 (4.5 MiB of scores) ran as fast per model as 3 (0.92 to 1.0 times); at n = 256, 9 models (18 MiB) ran 1.2
+# times and 6 (12 MiB) 1.05 to 1.18 times slower than 3 (6 MiB); since the trainer keeps its freed memory
+# (`helpers.allocator`), part of that gap (page faults) is gone, and 9 models ran 1.02 to 1.08 times slower. A fixed
+# figure, not read from the machine, so that where the stacks are cut (and so the rounding of a padded model) is the
+# same on every machine. Evaluation, which keeps nothing for a backward pass, cuts its forward passes by a figure of
+# its own (`loop.ATTENTION_FLOATS`); both are timings, not one quantity.
 SCORE_BUDGET_BYTES = 6 * 2**20
 
 
