@@ -84,6 +84,48 @@ def _check(n, d, L, pattern, k, steps):
         raise ArgumentError("steps", steps, "an integer >= 1")
 
 
+class _TargetLoss(torch.autograd.Function):
+    """-mean over rows of log(softmax mass on the row's targets) of the logits q k^T, written out with its gradient.
+
+    q (r, d), k (n, d); targets (r,) the one target key of each row, or an (r, n) boolean mask of them. The gradient
+    of a row's loss with respect to its logits is its softmax minus its softmax restricted to the targets (a one-hot
+    row for one target). Written by hand for speed at large n: autograd's graph of the same loss makes about eight
+    passes over the (r, n) logits where this makes three, and takes the products of the narrow codes with the
+    (r, n) gradient in the orientation BLAS is slow at for d < 16 (G^T q and G k, 3 to 6 times as long as
+    (q^T G)^T and (k^T G^T)^T; benchmarks/bench_code_search.py).
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, targets):
+        g = q @ k.T
+        lse = torch.logsumexp(g, 1)
+        if targets.dtype == torch.bool:
+            on_target = torch.logsumexp(g.masked_fill(~targets, -math.inf), 1)
+        else:
+            on_target = g.gather(1, targets[:, None])[:, 0]
+        ctx.save_for_backward(q, k, targets, g, lse, on_target)
+        return (lse - on_target).mean()
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, targets, g, lse, on_target = ctx.saved_tensors
+        rows = g.shape[0]
+        if targets.dtype == torch.bool:
+            on = (g - on_target[:, None]).exp_().masked_fill_(~targets, 0.0)
+            grad_g = (g - lse[:, None]).exp_().sub_(on)
+        else:
+            grad_g = (g - lse[:, None]).exp_()     # g itself stays as saved: backward may run twice (gradcheck)
+            grad_g[torch.arange(rows, device=g.device), targets] -= 1.0
+        grad_g.mul_(grad / rows)
+        return (k.T @ grad_g.T).T, (q.T @ grad_g).T, None
+
+
+def target_loss(q: torch.Tensor, k: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """-mean over rows of log(mass on the targets) of softmax(q k^T): q (r, d), k (n, d), targets (r,) key indices
+    or an (r, n) boolean mask. A scalar; its gradient is `_TargetLoss`'s hand-written one."""
+    return _TargetLoss.apply(q, k, targets)
+
+
 def optimise_code(n: int, d: int, L: float, pattern: str = "permutation", k: int = 1, steps: int = 400,
                   seed: int = 0, device: str | None = None) -> CodeResult:
     """Optimise a code of dimension `d` for `pattern` at logit scale `L` and return its exact target masses."""
@@ -111,25 +153,24 @@ def optimise_code(n: int, d: int, L: float, pattern: str = "permutation", k: int
         def codes():
             return q, kk
 
-    def logits(rows=None):
+    def unit_codes():
+        """Queries and keys (n, d) of norm sqrt(L), so every logit is within +-L."""
         qq, kv = codes()
-        qq = scale * qq / qq.norm(dim=1, keepdim=True).clamp_min(1e-12)
-        kv = scale * kv / kv.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        return (scale * qq / qq.norm(dim=1, keepdim=True).clamp_min(1e-12),
+                scale * kv / kv.norm(dim=1, keepdim=True).clamp_min(1e-12))
+
+    def logits(rows=None):
+        qq, kv = unit_codes()
         return (qq if rows is None else qq[rows]) @ kv.T
 
-    single = mask.float().argmax(dim=1) if k == 1 else None     # the one target of each row
+    targets = mask.float().argmax(dim=1) if k == 1 else mask    # the one target of each row, or the mask
     opt = torch.optim.Adam(params, lr=LEARNING_RATE)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     loss = torch.tensor(0.0)
     for _ in range(steps):
         rows = None if n <= ROWS_PER_STEP else torch.randint(0, n, (ROWS_PER_STEP,), generator=gen).to(device)
-        g = logits(rows)
-        # -log(mass on the targets) = logsumexp over all keys - logsumexp over the target keys
-        if single is not None:
-            on_target = g.gather(1, (single if rows is None else single[rows])[:, None])[:, 0]
-        else:
-            on_target = torch.logsumexp(g.masked_fill(~(mask if rows is None else mask[rows]), -math.inf), 1)
-        loss = (torch.logsumexp(g, 1) - on_target).mean()
+        qq, kv = unit_codes()
+        loss = target_loss(qq if rows is None else qq[rows], kv, targets if rows is None else targets[rows])
         opt.zero_grad()
         loss.backward()
         opt.step()

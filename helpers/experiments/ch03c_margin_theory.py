@@ -23,6 +23,7 @@ DEFAULTS = {  # (quick, full)
     "PATTERN_N": ([64], [64, 256]),
     "MGF_SAMPLES": (200000, 1000000),
     "CODES": (4, 8),
+    "SCHEDULER": (None, "processes"),   # where the optimiser's sweeps run: full mode on one worker per core
 }
 MGF_CASES = [(d, L) for d in (2, 4, 8, 16) for L in (2.0, 4.0, 9.0)]   # where Monte Carlo of exp(L u.v) is informative
 RANDOM_CODE_N = (16, 64, 256)
@@ -200,7 +201,7 @@ def _codes(P, result) -> None:
     configs += [{"n": n, "L": PATTERN_L, "eps": P.EPS, "pattern": pattern, "k": k, "steps": P.STEPS,
                  "d_max": P.D_MAX} for n in P.PATTERN_N for pattern, k in
                 [("sparse", k) for k in SPARSE_K] + [("tied", 1)]]
-    codes = run_sweep("ch3c_codes", code_point, configs, seeds=list(P.SEEDS))
+    codes = run_sweep("ch3c_codes", code_point, configs, seeds=list(P.SEEDS), executor=P.SCHEDULER)
     codes["series"] = np.where(codes.pattern != "permutation", codes.pattern + np.where(codes.k > 1, " k=" +
                                codes.k.astype(str), ""), np.where(codes.L.isin([float(L) for L in P.L_VALUES]),
                                                                  "L = " + codes.L.map(number), "L = c ln n"))
@@ -214,7 +215,8 @@ def _codes(P, result) -> None:
                   & codes.n.isin(checked_n)]
     check_configs = [{"n": int(r.n), "L": float(r.L), "eps": P.EPS, "pattern": "permutation", "k": 1,
                       "steps": 2 * P.STEPS, "d": int(r.d_star) + shift} for r in first.itertuples() for shift in (0, -1)]
-    checks = run_sweep("ch3c_convergence", convergence_point, check_configs, seeds=[int(P.SEEDS[0])])
+    checks = run_sweep("ch3c_convergence", convergence_point, check_configs, seeds=[int(P.SEEDS[0])],
+                       executor=P.SCHEDULER)
     mass = {(int(r.n), float(r.L), int(r.d)): float(r.mass) for r in checks.itertuples()}
     pairs = first[["n", "L", "d_star"]].assign(
         mass_at=[mass[(int(r.n), float(r.L), int(r.d_star))] for r in first.itertuples()],

@@ -51,8 +51,32 @@ def test_convergence_and_divergence_verdicts():
     assert chapter.divergence_verdict(rows[rows.n < cut], 9.0, 0.1, 64).outcome == "untestable"
 
 
+def _params(**overrides):
+    return parameters.Params(**{**dict(MODE="quick", SEED=0, SEEDS=[0, 1, 2], N_VALUES=None, L_VALUES=[9.0],
+                                       EPS=0.1, LOG_C=2.0, STEPS=None, D_MAX=None, PATTERN_N=None,
+                                       MGF_SAMPLES=None, CODES=None, SCHEDULER=None), **overrides})
+
+
 def test_resolve_fills_the_mode_defaults():
-    P = chapter.resolve(parameters.Params(MODE="quick", SEED=0, SEEDS=[0, 1, 2], N_VALUES=None, L_VALUES=[9.0],
-                                          EPS=0.1, LOG_C=2.0, STEPS=None, D_MAX=None, PATTERN_N=None,
-                                          MGF_SAMPLES=None, CODES=None))
+    P = chapter.resolve(_params())
     assert P.N_VALUES == [16, 64, 256] and P.STEPS == 150 and P.D_MAX == 32
+    assert P.SCHEDULER is None                                              # quick: in-process
+    assert chapter.resolve(_params(MODE="full")).SCHEDULER == "processes"   # full: one worker per core
+    assert chapter.resolve(_params(MODE="full", SCHEDULER="local")).SCHEDULER == "local"
+
+
+def test_the_optimiser_sweeps_run_on_the_chosen_scheduler(monkeypatch):
+    """The optimised codes and their doubled-steps check go to `P.SCHEDULER` (a process pool in full mode: in the
+    notebook's process torch would run the small products on two threads that wait on each other)."""
+    sent = {}
+    real = chapter.run_sweep
+
+    def spy(name, point, configs, seeds, **options):
+        sent[name] = options.get("executor")
+        return real(name, point, configs, seeds, **{**options, "executor": None})
+
+    monkeypatch.setattr(chapter, "run_sweep", spy)
+    P = chapter.resolve(_params(N_VALUES=[16, 32, 64], L_VALUES=[9.0], STEPS=50, D_MAX=8, PATTERN_N=[16],
+                                MGF_SAMPLES=10000, CODES=2, SCHEDULER="local"))
+    chapter._codes(P, chapter.ChapterResult())
+    assert sent == {"ch3c_codes": "local", "ch3c_convergence": "local"}

@@ -1,0 +1,190 @@
+"""FROZEN COPY of `helpers/code_search.py` as of commit 9f3b011 (2026-12-07), before `code_search.target_loss`.
+
+Kept only so that `benchmarks/bench_code_search.py` can time the optimiser against the old one in one process.
+Do not use it elsewhere. One edit only: its imports of `helpers` are absolute.
+
+Direct optimisation of query and key codes: the smallest dimension at which *some* code puts mean target mass
+1 - eps on a pattern, with every logit bounded by L (query and key norms held at sqrt(L)).
+
+    found = optimise_code(n=256, d=8, L=16.0, pattern="permutation", seed=0)   # CodeResult: mean and min mass
+    search = smallest_dim(n=256, L=16.0, eps=0.1, pattern="permutation", seed=0, d_max=64)
+
+Patterns (the target keys of row i; `margin.target_mass` reads the mass on them):
+    "permutation"  one key per row, all distinct (with free vectors every permutation is the identity relabelled)
+    "sparse"       k keys per row, a k-regular pattern (row i: keys pi(i), pi(i + 1), ..., pi(i + k - 1) mod n for a
+                   random permutation pi), Likhosherstov's setting; the row's mass is spread over its k keys
+    "tied"         one key per row, the shift i -> i - 1 (mod n) of chapter 05's copy task, with q_i = W_q p_i and
+                   k_j = W_k p_j from fixed position vectors p (sinusoids of width POSITION_WIDTH), as in a head
+
+Training minimises the cross-entropy of the target mass (log of the mass on the targets) with Adam; the free codes
+start from a random code (q_i along its target key), which the margin theory's `random_code_dim` covers, so the
+search starts where the upper bound is achieved. Rows are sampled ROWS_PER_STEP at a time for large n; the reported
+masses are exact, over every row.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from helpers import margin
+from helpers.allocator import keep_freed_memory
+from helpers.errors import ArgumentError
+
+PATTERNS = ("permutation", "sparse", "tied")
+POSITION_WIDTH = 64        # width of the fixed position vectors of the tied pattern
+ROWS_PER_STEP = 256        # rows per optimisation step when n is larger (a cheap, unbiased gradient)
+LEARNING_RATE = 0.05
+
+
+@dataclass(frozen=True)
+class CodeResult:
+    """One optimised code: its mean and minimum target mass over all rows, the steps taken and the final loss."""
+
+    n: int
+    d: int
+    L: float
+    pattern: str
+    mean_mass: float
+    min_mass: float
+    steps: int
+    loss: float
+
+
+def _targets(n: int, pattern: str, k: int, gen: torch.Generator) -> torch.Tensor:
+    """The (n, n) boolean target mask of `pattern`."""
+    mask = torch.zeros(n, n, dtype=torch.bool)
+    rows = torch.arange(n)
+    if pattern == "permutation":
+        mask[rows, rows] = True
+    elif pattern == "tied":
+        mask[rows, (rows - 1) % n] = True
+    else:
+        pi = torch.randperm(n, generator=gen)
+        for j in range(k):
+            mask[rows, pi[(rows + j) % n]] = True
+    return mask
+
+
+def _positions(n: int, width: int = POSITION_WIDTH) -> torch.Tensor:
+    """Sinusoidal position vectors (n, width), the fixed inputs of the tied pattern."""
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    freq = torch.exp(-math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float64) / width)
+    return torch.cat([torch.sin(pos * freq), torch.cos(pos * freq)], dim=1)
+
+
+def _check(n, d, L, pattern, k, steps):
+    if pattern not in PATTERNS:
+        raise ArgumentError("pattern", pattern, f"one of {list(PATTERNS)}")
+    if not (isinstance(n, int) and n >= 2):
+        raise ArgumentError("n", n, "an integer >= 2")
+    if not (isinstance(d, int) and d >= 1):
+        raise ArgumentError("d", d, "an integer >= 1")
+    if not L > 0:
+        raise ArgumentError("L", L, "a logit scale > 0")
+    if not (isinstance(k, int) and 1 <= k <= n and (k == 1 or pattern == "sparse")):
+        raise ArgumentError("k", k, "1, or for the sparse pattern an integer from 1 to n")
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ArgumentError("steps", steps, "an integer >= 1")
+
+
+def optimise_code(n: int, d: int, L: float, pattern: str = "permutation", k: int = 1, steps: int = 400,
+                  seed: int = 0, device: str | None = None) -> CodeResult:
+    """Optimise a code of dimension `d` for `pattern` at logit scale `L` and return its exact target masses."""
+    _check(n, d, L, pattern, k, steps)
+    keep_freed_memory()   # each step frees the logits the next allocates: keep them in the process
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    gen = torch.Generator().manual_seed(seed)
+    mask = _targets(n, pattern, k, gen).to(device)
+    scale = math.sqrt(L)
+    if pattern == "tied":
+        p = _positions(n).float().to(device)
+        wq = (torch.randn(p.shape[1], d, generator=gen) / math.sqrt(p.shape[1])).to(device).requires_grad_()
+        wk = (torch.randn(p.shape[1], d, generator=gen) / math.sqrt(p.shape[1])).to(device).requires_grad_()
+        params = [wq, wk]
+
+        def codes():
+            return p @ wq, p @ wk
+    else:
+        keys = torch.randn(n, d, generator=gen)
+        first = mask.float().argmax(dim=1).cpu()       # a random code: each query along (one of) its target keys
+        q0 = keys[first] if pattern == "permutation" else torch.randn(n, d, generator=gen)
+        q, kk = q0.to(device).requires_grad_(), keys.to(device).requires_grad_()
+        params = [q, kk]
+
+        def codes():
+            return q, kk
+
+    def logits(rows=None):
+        qq, kv = codes()
+        qq = scale * qq / qq.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        kv = scale * kv / kv.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        return (qq if rows is None else qq[rows]) @ kv.T
+
+    single = mask.float().argmax(dim=1) if k == 1 else None     # the one target of each row
+    opt = torch.optim.Adam(params, lr=LEARNING_RATE)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    loss = torch.tensor(0.0)
+    for _ in range(steps):
+        rows = None if n <= ROWS_PER_STEP else torch.randint(0, n, (ROWS_PER_STEP,), generator=gen).to(device)
+        g = logits(rows)
+        # -log(mass on the targets) = logsumexp over all keys - logsumexp over the target keys
+        if single is not None:
+            on_target = g.gather(1, (single if rows is None else single[rows])[:, None])[:, 0]
+        else:
+            on_target = torch.logsumexp(g.masked_fill(~(mask if rows is None else mask[rows]), -math.inf), 1)
+        loss = (torch.logsumexp(g, 1) - on_target).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    with torch.no_grad():
+        mass = torch.cat([torch.softmax(logits(torch.arange(s, min(s + 1024, n), device=device)), 1)
+                          .mul(mask[s:s + 1024]).sum(1) for s in range(0, n, 1024)])
+    return CodeResult(n, d, float(L), pattern, float(mass.mean()), float(mass.min()), steps, float(loss.detach()))
+
+
+@dataclass(frozen=True)
+class DimSearch:
+    """The smallest d (within `d_max`) reaching mean target mass 1 - eps, and every d tried with its mass.
+    `d_star` is NaN when even d_max does not reach it."""
+
+    d_star: float
+    tried: dict       # {d: mean target mass}
+    steps: int
+
+
+def smallest_dim(n: int, L: float, eps: float = margin.EPS, pattern: str = "permutation", k: int = 1,
+                 seed: int = 0, d_max: int = 64, steps: int = 400) -> DimSearch:
+    """Bisection over integer d in [1, d_max] for the smallest d whose optimised code reaches mean target mass
+    1 - eps (the optimised mass grows with d, up to optimisation noise, which the doubled-steps check measures).
+
+    The first probe is the random-code dimension (where the search's starting code already reaches the target in
+    expectation); d = rank_lower_bound - 1 is known to fail, so the bisection never trains below it.
+    """
+    if not 0 < eps < 1:
+        raise ArgumentError("eps", eps, "a number in (0, 1)")
+    if not (isinstance(d_max, int) and d_max >= 1):
+        raise ArgumentError("d_max", d_max, "an integer >= 1")
+    tried = {}
+
+    def reaches(d):
+        if d not in tried:
+            tried[d] = optimise_code(n, d, L, pattern, k, steps, seed).mean_mass
+        return tried[d] >= 1 - eps
+
+    low = max(0, margin.rank_lower_bound(n, L, eps, k) - 1)       # fails for every code
+    d_rand = margin.random_code_dim(n, L, eps)
+    start = min(d_max, max(low + 1, math.ceil(d_rand))) if math.isfinite(d_rand) else d_max
+    if reaches(start):
+        high = start
+    else:
+        low = start
+        if start == d_max or not reaches(d_max):
+            return DimSearch(math.nan, tried, steps)
+        high = d_max
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if reaches(mid) else (mid, high)
+    return DimSearch(float(high), tried, steps)
