@@ -27,14 +27,12 @@ LAYOUT_NAMES = {"heads_fixed": "heads fixed", "dmodel_fixed": r"$d_\mathrm{model
 
 def rank_sweep(n_values, d_heads, inputs, d_model: int, trials: int, seeds, progress: bool = False,
                threads: int | None = 1) -> pd.DataFrame:
-    """Rank against d_h at a fixed d_model for every n and input kind (points cached in the result store)."""
-    frames = []
+    """Rank against d_h at a fixed d_model for every n and input kind (points cached in the result store). One sweep
+    over every n, so that a process pool or cluster starts once."""
+    configs = [c for n in n_values for c in grid(n=[n], d_head=list(d_heads), d_model=[d_model], inputs=list(inputs),
+                                                 trials=[seeding.trials_for(n, trials)])]
     with torch_threads(threads):
-        for n in n_values:
-            configs = grid(n=[n], d_head=list(d_heads), d_model=[d_model], inputs=list(inputs),
-                           trials=[seeding.trials_for(n, trials)])
-            frames.append(run_sweep("random_init_rank", rank_point, configs, list(seeds), progress=progress))
-    return _tidy(pd.concat(frames, ignore_index=True))
+        return _tidy(run_sweep("random_init_rank", rank_point, configs, list(seeds), progress=progress))
 
 
 def layout_sweep(n_values, d_heads, heads: int, d_model: int, inputs: str, trials: int, seeds,
@@ -45,13 +43,12 @@ def layout_sweep(n_values, d_heads, heads: int, d_model: int, inputs: str, trial
     """
     frames = []
     with torch_threads(threads):
-        for layout in LAYOUTS:
-            for n in n_values:
-                configs = [dict(n=n, d_head=d, d_model=layout_d_model(layout, d, heads, d_model), inputs=inputs,
-                                trials=seeding.trials_for(n, trials)) for d in d_heads]
-                df = run_sweep("random_init_rank", rank_point, configs, list(seeds), progress=progress)
-                frames.append(df.assign(layout=layout, heads=[d_model // d if layout == "dmodel_fixed" else heads
-                                                              for d in df.d_head]))
+        for layout in LAYOUTS:   # one sweep per layout over every n (a config can belong to both layouts)
+            configs = [dict(n=n, d_head=d, d_model=layout_d_model(layout, d, heads, d_model), inputs=inputs,
+                            trials=seeding.trials_for(n, trials)) for n in n_values for d in d_heads]
+            df = run_sweep("random_init_rank", rank_point, configs, list(seeds), progress=progress)
+            frames.append(df.assign(layout=layout, heads=[d_model // d if layout == "dmodel_fixed" else heads
+                                                          for d in df.d_head]))
     return _tidy(pd.concat(frames, ignore_index=True))
 
 
@@ -170,7 +167,8 @@ def init_trend_verdict(peak: float, peak_se: float, last: float) -> Verdict:
 
 # ------------------------------------------------------------------------------------------------ the chapter
 DEFAULTS = {"N_VALUES": ([32, 64], [64, 128, 256, 512]), "D_HEADS": ([1, 2, 3, 4, 8, 16, 32, 64],
-            [1, 2, 3, 4, 6, 8, 16, 32, 64, 128, 256]), "D_MODEL": (128, 512), "TRIALS": (12, 48)}   # (quick, full)
+            [1, 2, 3, 4, 6, 8, 16, 32, 64, 128, 256]), "D_MODEL": (128, 512), "TRIALS": (12, 48),
+            "SCHEDULER": (None, "processes")}   # (quick, full); full mode: one worker per core
 NUM3, NUM8, NUM2 = (rank.label("numerical", t) for t in (1e-3, 1e-8, 1e-2))   # headline, paper's old, coarse
 SOFT_MEASURES = (NUM3, NUM8, "effective")
 LAYOUT_PANELS = (("hardmax", "unit", "hardmax"), ("softmax", "unit", NUM3), ("softmax", "init", NUM3))

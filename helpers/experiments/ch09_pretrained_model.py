@@ -20,7 +20,8 @@ from . import grid, run_sweep
 from .ch09_pretrained_model_points import EXPERIMENT, MEASURES, _measures, head_rank_point  # noqa: F401
 
 # (quick, full) defaults of the parameters left at None
-DEFAULTS = {"N_VALUES": ([16, 64, 256], [16, 32, 64, 128, 256, 512]), "WINDOWS": (2, 5)}
+DEFAULTS = {"N_VALUES": ([16, 64, 256], [16, 32, 64, 128, 256, 512]), "WINDOWS": (2, 5),
+            "SCHEDULER": (None, "processes")}   # (quick, full); full mode: one worker per core
 HEADLINE_TOL = 1e-3            # the book's headline tolerance (chapter 1); always computed
 TOLERANCES = [1e-2, 1e-3, 1e-5, 1e-8]
 HEADLINE = rank.label("numerical", HEADLINE_TOL)

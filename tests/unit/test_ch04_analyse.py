@@ -70,6 +70,25 @@ def test_resolve_checks_linked_parameters_before_any_work():
         tiny_params(D_HEADS=[3, 5], D_MODEL=32)            # fewer than two divisors of d_model
 
 
+def test_full_mode_runs_its_sweeps_on_a_process_pool():
+    assert tiny_params().SCHEDULER is None                                          # quick: in-process
+    assert tiny_params(MODE="full", SCHEDULER=None).SCHEDULER == "processes"       # full: one worker per core
+    assert tiny_params(MODE="full", SCHEDULER="local").SCHEDULER == "local"
+
+
+def test_each_sweep_covers_every_n_at_once(monkeypatch, tmp_path):
+    """One sweep per call (per layout for the layouts), so that a process pool or a cluster starts once."""
+    monkeypatch.setenv("HELPERS_CACHE_DIR", str(tmp_path))
+    calls, real = [], chapter.run_sweep
+    monkeypatch.setattr(chapter, "run_sweep", lambda name, point, configs, seeds, **options: calls.append(configs)
+                        or real(name, point, configs, seeds, **options))
+    chapter.rank_sweep([12, 16], [1, 2], ["gaussian"], 16, 8, [0])
+    assert len(calls) == 1 and {c["n"] for c in calls[0]} == {12, 16}
+    calls.clear()
+    chapter.layout_sweep([12, 16], [1, 2], 2, 4, "gaussian", 8, [0])
+    assert len(calls) == 2 and all({c["n"] for c in configs} == {12, 16} for configs in calls)
+
+
 @pytest.mark.parametrize("value, se, outcome", [(0.55, 0.01, "below"), (0.62, 0.01, "at"), (0.70, 0.01, "above"),
                                                 (0.611, 0.01, "below"), (0.613, 0.01, "at")])
 def test_bound_verdict_uses_a_two_standard_error_margin(value, se, outcome):

@@ -26,6 +26,12 @@ def test_resolve_sorts_n_and_always_adds_the_headline_tolerance():
     assert tiny_params(TOLERANCES=None).TOLERANCES == [1e-2, 1e-3, 1e-5, 1e-8]
 
 
+def test_full_mode_runs_its_sweep_on_a_process_pool():
+    assert tiny_params().SCHEDULER is None                                          # quick: in-process
+    assert tiny_params(MODE="full", SCHEDULER=None).SCHEDULER == "processes"       # full: one worker per core
+    assert tiny_params(MODE="full", SCHEDULER="local").SCHEDULER == "local"
+
+
 def test_analyse_quotes_every_number_the_prose_pastes(result):
     check_notebook_against("09_pretrained_model", result)
 
