@@ -89,10 +89,11 @@ class _TargetLoss(torch.autograd.Function):
 
     q (r, d), k (n, d); targets (r,) the one target key of each row, or an (r, n) boolean mask of them. The gradient
     of a row's loss with respect to its logits is its softmax minus its softmax restricted to the targets (a one-hot
-    row for one target). Written by hand for speed at large n: autograd's graph of the same loss makes about eight
-    passes over the (r, n) logits where this makes three, and takes the products of the narrow codes with the
-    (r, n) gradient in the orientation BLAS is slow at for d < 16 (G^T q and G k, 3 to 6 times as long as
-    (q^T G)^T and (k^T G^T)^T; benchmarks/bench_code_search.py).
+    row for one target). Written by hand for speed at large n (benchmarks/bench_code_search.py): autograd's graph of
+    the same loss fills several more (r, n) tensors in its backward pass (the logsumexp's softmax, the gather's
+    one-hot, their difference), and multiplies the narrow codes with the (r, n) gradient in the orientation BLAS
+    is slow at below d = 16 (on a 2-core AMD EPYC at n = 4096 and d = 2 to 10, G^T q took 5 to 17 times as long as
+    (q^T G)^T, and G k 2 to 3 times as long as (k^T G^T)^T).
     """
 
     @staticmethod
