@@ -153,13 +153,16 @@ def plotted_data(fig) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def save(fig, name: str) -> Path:
-    """Write `fig`'s plotted data to `data_dir()/<name>.csv` (atomically); `name` is the figure's name on the page."""
+def save(fig, name: str, allow_empty: bool = False) -> Path:
+    """Write `fig`'s plotted data to `data_dir()/<name>.csv` (atomically); `name` is the figure's name on the page.
+
+    A figure with nothing drawn is refused, unless `allow_empty`: a figure whose panels say why there is nothing to
+    plot (a comparison a parameter left out), whose CSV then holds the column names only."""
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise ArgumentError("name", name, "the figure's name from its cell metadata, like 'fig-ch5-phase' "
                                           "(lower-case letters, digits and hyphens after 'fig-')")
     frame = plotted_data(fig)
-    if frame.empty:
+    if frame.empty and not allow_empty:
         raise ValueError(f"figure {name!r} has no plotted data to save (nothing drawn in its panels)")
     return write_atomic(data_dir() / f"{name}.csv", lambda f: frame.to_csv(f, index=False, float_format="%.10g"))
 

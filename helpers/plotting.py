@@ -84,9 +84,10 @@ def figure(ncols: int = 1, nrows: int = 1, height: float | None = None, width: f
     return plt.subplots(nrows, ncols, figsize=(width, row_height * nrows), **subplot_kw)
 
 
-def show(fig, name: str) -> None:
-    """Show `fig` on the page and write the data it plots to the CSV its caption links (`figure_data.save`)."""
-    figure_data.save(fig, name)
+def show(fig, name: str, allow_empty: bool = False) -> None:
+    """Show `fig` on the page and write the data it plots to the CSV its caption links (`figure_data.save`;
+    `allow_empty` for a figure whose panels say why nothing is plotted)."""
+    figure_data.save(fig, name, allow_empty)
     plt.show()
 
 

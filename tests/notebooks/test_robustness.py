@@ -53,6 +53,16 @@ def test_leaving_out_a_task_marks_its_prose_numbers_not_run(tmp_path):
     assert all(f'"name": "{name}"' in executed for name in metrics["not_run"]), "each is glued for the build"
 
 
+def test_chapter_05_runs_without_the_scalable_softmax_comparison(tmp_path):
+    """The README's `-p SSMAX_N_VALUES "[]"`: the comparison's figure says it was not run instead of failing."""
+    run = execute("05_trained_synthetic", tmp_path, "a", "-p", "SSMAX_N_VALUES", "[]", "-p", "TASKS", '["copy"]')
+    assert run.returncode == 0, run.stderr[-2000:]
+    metrics = json.loads((tmp_path / "a" / "metrics" / "05_trained_synthetic.json").read_text())
+    assert metrics["params"]["SSMAX_N_VALUES"] == []
+    figure = tmp_path / "a" / "metrics" / "figures" / "fig-ch5-ssmax.csv"
+    assert figure.read_text().count("\n") == 1, "the header only: nothing was plotted"
+
+
 SWEEP_CHAPTER = '''
 import time
 from helpers import parameters, experiments

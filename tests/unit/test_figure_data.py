@@ -89,3 +89,7 @@ def test_save_writes_the_csv_atomically_and_refuses_a_bad_name(tmp_path):
     empty, _ = plotting.figure()
     with pytest.raises(ValueError, match="no plotted data"):
         figure_data.save(empty, "fig-test-empty")
+    # a figure that says why it has nothing to plot (a comparison left out by a parameter): the column names only
+    figure_data.save(empty, "fig-test-empty", allow_empty=True)
+    assert figure_data.load("fig-test-empty").empty
+    assert list(figure_data.load("fig-test-empty").columns) == list(figure_data.COLUMNS)
