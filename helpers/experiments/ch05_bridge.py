@@ -206,7 +206,8 @@ def robust_seeds(laws: pd.DataFrame, task: str) -> list:
 def up_to_saturation(laws: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """The seed medians of d_qk / d_rand per (task, n, d_qk) for the widths up to each usable cell's d_star."""
     limit = {(r.task, r.n): r.d_star for r in table.itertuples()}
-    keep = laws[[limit.get((t, n), -1) >= d for t, n, d in zip(laws.task, laws.n, laws.d_qk)]]
+    # a boolean array, not a list: an empty list would select no columns instead of no rows
+    keep = laws[np.array([limit.get((t, n), -1) >= d for t, n, d in zip(laws.task, laws.n, laws.d_qk)], dtype=bool)]
     return keep.groupby(["task", "n", "d_qk"]).ratio.median().reset_index()
 
 

@@ -148,3 +148,16 @@ def test_the_bridge_table_shows_each_law_width_with_its_range_over_seeds_on_one_
     assert shown["random-code width of the widest heads"] == f"5.7 (5.4–{wj}∞)"
     assert shown["target mass"] == "0.73" and shown["bracket meets the band"] == "5 of 5"   # 5 seeds
     assert "seeds" not in view
+
+
+def test_up_to_saturation_keeps_the_widths_up_to_each_cells_smallest_width_and_nothing_without_a_model():
+    models = [model(d_qk=d, seed=s, L=20.0 + s, mass=0.9) for d in (1, 8, 32) for s in range(3)]
+    laws = bridge.law_rows(pd.DataFrame(models))
+    kept = bridge.up_to_saturation(laws, pd.DataFrame([{"task": "reversal", "n": 64, "d_star": 8.0}]))
+    assert list(kept.d_qk) == [1, 8]
+    assert kept.ratio.iloc[1] == pytest.approx(sorted(8 / margin.random_code_dim(64, 20.0 + s, 0.1)
+                                                      for s in range(3))[1])   # the seed median
+    # no model of a bridge task (TASKS without copy, reversal and high_rank): no rows, the same columns
+    empty = bridge.up_to_saturation(bridge.law_rows(pd.DataFrame([model(task="qsa")])), pd.DataFrame(
+        columns=["task", "n", "d_star"]))
+    assert empty.empty and list(empty.columns) == ["task", "n", "d_qk", "ratio"]
