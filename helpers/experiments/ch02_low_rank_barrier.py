@@ -14,7 +14,7 @@ import pandas as pd
 from scipy.stats import ks_2samp
 from scipy.stats import norm as normal_dist
 
-from .. import english, theory
+from .. import english, familywise, theory
 from ..results import ChapterResult, Verdict
 from . import run_sweep
 from .ch02_low_rank_barrier_points import (MODELS, TRIALS_REFERENCE_N, barrier_point, equivalence_point,  # noqa: F401
@@ -37,15 +37,8 @@ def resolve(P):
 
 
 # ------------------------------------------------------------------------------------------------ verdict rules
-FAMILYWISE_ALPHA = 0.05        # family-wise error rate of the Bonferroni thresholds
+FAMILYWISE_ALPHA = familywise.ALPHA   # family-wise error rate of the Bonferroni thresholds
 EQUIVALENCE_Z, EQUIVALENCE_P = 3.0, 0.01   # the two constructions agree: |diff| <= 3 s.e. and KS p >= 0.01
-
-
-def familywise_z(comparisons: int, alpha: float = FAMILYWISE_ALPHA, two_sided: bool = False) -> float:
-    """The z-score a single comparison must exceed for a Bonferroni family-wise level `alpha`."""
-    if comparisons < 1:
-        raise ValueError(f"comparisons must be >= 1; got {comparisons}")
-    return float(normal_dist.isf(alpha / comparisons / (2 if two_sided else 1)))
 
 
 def formulas_verdict(mean_z, variance_z, alpha: float = FAMILYWISE_ALPHA) -> Verdict:
@@ -54,7 +47,7 @@ def formulas_verdict(mean_z, variance_z, alpha: float = FAMILYWISE_ALPHA) -> Ver
     "hold" when every |z| is within the two-sided Bonferroni threshold for all the comparisons, else "off".
     """
     z = np.abs(np.concatenate([np.asarray(mean_z, dtype=float), np.asarray(variance_z, dtype=float)]))
-    threshold, worst = familywise_z(z.size, alpha, two_sided=True), float(z.max())
+    threshold, worst = familywise.threshold(z.size, alpha, two_sided=True), float(z.max())
     hold = worst <= threshold
     tail = (f"the largest deviation of a simulated mean or variance from its formula is "
             f"{english.plural(worst, 'standard error', digits=2)}, {'within' if hold else 'beyond'} the "
@@ -70,7 +63,7 @@ def excess_verdict(excess_z, alpha: float = FAMILYWISE_ALPHA) -> Verdict:
     """Are the attention models' mean ranks below the bound? "below" when no point's excess over the bound (in
     standard errors) passes the one-sided Bonferroni threshold for all the points, else "above"."""
     z = np.asarray(excess_z, dtype=float)
-    threshold, worst = familywise_z(z.size, alpha), float(z.max())
+    threshold, worst = familywise.threshold(z.size, alpha), float(z.max())
     above = int((z > threshold).sum())
     closest = english.signed(worst, "standard error", above="above", below="below")
     where = "exactly at it" if closest == "exactly at" else f"{closest} it"

@@ -105,12 +105,6 @@ def test_concentration_verdict():
     assert misses.outcome == "misses" and "fewer than the promised 95 %" in misses.sentence
 
 
-def test_familywise_threshold_rejects_no_comparisons():
-    assert chapter.familywise_z(1) == pytest.approx(norm.isf(0.05))
-    with pytest.raises(ValueError):
-        chapter.familywise_z(0)
-
-
 def test_barrier_verdict_counts_points_against_the_bound(result):
     summary = result.frames["summary"]
     ortho = summary[summary.model == "orthonormal"]
