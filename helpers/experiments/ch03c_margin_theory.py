@@ -155,9 +155,11 @@ def divergence_verdict(codes: pd.DataFrame, L: float, eps: float, d_max: int) ->
     if reached == 0:
         return Verdict("diverges", f"at L = {number(L)} no optimised code of dimension up to {d_max} reaches mean target "
                        f"mass {number(1 - eps)} for n beyond {number(cut, 4)} (0 of {len(beyond)} searches), where "
-                       f"the random code's dimension becomes infinite; below it "
-                       f"{count_of(below_ok, len(before), 'search', 'searches')}"
-                       " reach it", rule, evidence)
+                       f"the random code's dimension becomes infinite; "
+                       + ("the grid has no n below it" if before.empty else
+                          f"below it {count_of(below_ok, len(before), 'search', 'searches')} "
+                          f"{'reaches' if len(before) == 1 else 'reach'} it"),
+                       rule, evidence)
     return Verdict("reaches", f"at L = {number(L)} optimised codes reach mean target mass {number(1 - eps)} beyond the "
                    f"random code's divergence point n = {number(cut, 4)} in "
                    f"{count_of(reached, len(beyond), 'search', 'searches')}",

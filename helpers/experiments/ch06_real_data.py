@@ -675,7 +675,7 @@ def bars_summary(q: pd.DataFrame) -> str:
                 f"trained one raises the test loss by {gap} nats")
     reasons = {setting_name(r.domain, r.n): _bar_miss(r) for r in q[~q.included].itertuples()}
     if kept == 0 and set(reasons.values()) == {"misses its bar"}:
-        sentence += f"; {'it is' if total == 1 else f'all {total} are'} untestable at this budget"
+        sentence += f"; {({1: 'it is', 2: 'both are'}).get(total, f'all {total} are')} untestable at this budget"
     elif reasons:
         sentence += f"; untestable at this budget: {grouped(reasons)}"
     return sentence

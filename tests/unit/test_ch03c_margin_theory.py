@@ -96,7 +96,10 @@ def test_convergence_and_divergence_verdicts():
     assert chapter.convergence_verdict(checks.iloc[:1], 0.1).outcome == "stable"
     cut = margin.divergence_n(9.0)
     rows = pd.concat([codes_table([5.0], n=64, L=9.0), codes_table([math.nan], n=int(cut) + 100, L=9.0)])
-    assert chapter.divergence_verdict(rows, 9.0, 0.1, 64).outcome == "diverges"
+    v = chapter.divergence_verdict(rows, 9.0, 0.1, 64)
+    assert v.outcome == "diverges" and "below it 1 of 1 search reaches it" in v.sentence
+    beyond = chapter.divergence_verdict(rows[rows.n > cut], 9.0, 0.1, 64)
+    assert beyond.outcome == "diverges" and beyond.sentence.endswith("the grid has no n below it")
     rows.loc[rows.n > cut, "d_star"] = 40.0
     assert chapter.divergence_verdict(rows, 9.0, 0.1, 64).outcome == "reaches"
     assert chapter.divergence_verdict(rows[rows.n < cut], 9.0, 0.1, 64).outcome == "untestable"

@@ -236,7 +236,9 @@ def test_bars_summary_gives_the_ranges_and_names_each_excluded_setting():
                          "attention costs less than 0.05 nats)")
     none = _quality(("bbc", 32, 3.8, 0.02), ("bbc", 64, 3.9, 0.02))
     assert ch.bars_summary(none).startswith("None of the 2 settings meets its bar")
-    assert ch.bars_summary(none).endswith("; all 2 are untestable at this budget")
+    assert ch.bars_summary(none).endswith("; both are untestable at this budget")
+    three = _quality(("bbc", 32, 3.8, 0.02), ("bbc", 64, 3.9, 0.02), ("bbc", 128, 3.9, 0.02))
+    assert ch.bars_summary(three).endswith("; all 3 are untestable at this budget")
     alone = ch.bars_summary(none.iloc[:1])
     assert alone.startswith("The one setting misses its bar") and alone.endswith("; it is untestable at this budget")
 
