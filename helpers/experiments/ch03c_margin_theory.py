@@ -201,6 +201,8 @@ def analyse(P) -> ChapterResult:
     q("ch3c_steps", P.STEPS, ",d")
     q("ch3c_d_max", P.D_MAX, "d")
     q("ch3c_c", P.LOG_C, digits=3)
+    q("ch3c_familywise_percent", 100 * familywise.ALPHA, digits=2)
+    q("ch3c_unseen_percent", 100 * UNSEEN_MAX, digits=2)
     result.frames["definitions"] = {"logit_scale": "max |q . k| after the head's own scaling",
                                     "target_mass": "mean over rows of the softmax mass on the row's target keys "
                                                    "(minimum over rows reported too)", "eps": P.EPS}
