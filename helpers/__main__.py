@@ -38,9 +38,9 @@ def main(argv=None) -> int:
     params = {name: parse_value(value) for name, value in args.param}
     if args.scheduler:
         os.environ[SCHEDULER_ENV] = args.scheduler  # the kernels inherit it; every sweep picks it up
-        params.setdefault("SCHEDULER", args.scheduler)
     try:
-        failures = book.execute(args.notebooks, args.mode, params, args.book_dir, force=args.force)
+        failures = book.execute(args.notebooks, args.mode, params, args.book_dir, force=args.force,
+                                scheduler=args.scheduler)
     except ValueError as err:
         parser.error(str(err))
     for failure in failures:

@@ -141,12 +141,39 @@ def execute_one(notebook: Path, mode: str, params: dict, book_dir: Path) -> Path
     return target
 
 
+def declared(notebook: Path) -> list[str]:
+    """The names a notebook's `parameters` cell declares."""
+    return [p.name for p in notebook_parameters(notebook)]
+
+
+def check_declared(params: dict, notebooks: list[Path]) -> None:
+    """A ValueError naming any parameter that none of `notebooks` declares (a typo would be ignored otherwise)."""
+    names = {name for nb in notebooks for name in declared(nb)}
+    for name in params:
+        if name not in names:
+            which = notebooks[0].stem if len(notebooks) == 1 else f"any of the {len(notebooks)} notebooks"
+            raise ValueError(f"parameter {name!r} is not a parameter of {which}; allowed: "
+                             f"{', '.join(sorted(names))}")
+
+
+def declared_only(notebook: Path, params: dict, scheduler: str | None = None) -> dict:
+    """The parameters `notebook` declares, with SCHEDULER = `scheduler` where it declares one and none is given:
+    the pages that follow a chapter (ledger, appendix) and the other notebooks of a run get only their own."""
+    own = declared(notebook)
+    chosen = {name: value for name, value in params.items() if name in own}
+    if scheduler is not None and "SCHEDULER" in own:
+        chosen.setdefault("SCHEDULER", scheduler)
+    return chosen
+
+
 def execute(names=None, mode: str = "full", params: dict | None = None, book_dir: Path | None = None,
-            force: bool = False) -> list[NotebookFailure]:
+            force: bool = False, scheduler: str | None = None) -> list[NotebookFailure]:
     """Execute notebooks in order; return the failures (empty when all succeeded).
 
-    A notebook whose executed copy is up to date (same source, parameters and helpers code) is skipped
-    unless `force`; expensive results inside a notebook are reused through the result store anyway.
+    Each notebook gets the parameters of `params` it declares; a parameter that none of the named notebooks
+    declares is a ValueError before anything runs. `scheduler` is passed as SCHEDULER to every notebook that
+    declares one. A notebook whose executed copy is up to date (same source, parameters and helpers code) is
+    skipped unless `force`; expensive results inside a notebook are reused through the result store anyway.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}; got {mode!r}")
@@ -156,18 +183,20 @@ def execute(names=None, mode: str = "full", params: dict | None = None, book_dir
             os.environ[key] = str(Path(os.environ[key]).resolve())
     os.environ.setdefault("BOOK_METRICS_DIR", str(book_dir / "_metrics"))
     notebooks = source_notebooks(names)
+    check_declared(params or {}, notebooks)
     if names and any(nb.parent == paths.NBS_DIR for nb in notebooks):  # a chapter of this book was named: the
         # pages that read the chapters' metrics follow it (each re-run only if stale)
         notebooks += [nb for nb in source_notebooks() if reads_metrics(nb) and nb not in notebooks]
     failures = []
     for i, notebook in enumerate(notebooks, 1):
-        if not force and is_up_to_date(notebook, mode, dict(params or {}), book_dir):
+        own = declared_only(notebook, params or {}, scheduler)
+        if not force and is_up_to_date(notebook, mode, own, book_dir):
             print(f"[{i}/{len(notebooks)}] {notebook.stem} is up to date (use --force to re-run)", flush=True)
             continue
         print(f"[{i}/{len(notebooks)}] {notebook.stem} (mode={mode}) ...", flush=True)
         start = time.perf_counter()
         try:
-            execute_one(notebook, mode, dict(params or {}), book_dir)
+            execute_one(notebook, mode, own, book_dir)
             print(f"[{i}/{len(notebooks)}] {notebook.stem} done in {time.perf_counter() - start:.1f} s", flush=True)
         except NotebookFailure as failure:
             print(f"[{i}/{len(notebooks)}] FAILED: {failure}", file=sys.stderr, flush=True)
@@ -320,7 +349,9 @@ def notebook_parameters(notebook: Path) -> list[Parameter]:
     import ast
 
     nb = nbformat.read(notebook, as_version=4)
-    cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
+    cell = next((c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])), None)
+    if cell is None:
+        return []
     lines = cell.source.splitlines()
     found = []
     for node in ast.parse(cell.source).body:

@@ -58,3 +58,43 @@ def test_chapter_one_rejects_bad_parameters_before_computing(tmp_path, name, val
     failing = next(i for i, c in enumerate(executed.cells) if c.get("outputs") and c.outputs[0].get("ename"))
     assert "parameters.validate" in executed.cells[failing].source, "the validation cell is the one that fails"
     assert all(c.get("execution_count") is None for c in executed.cells[failing + 1:]), "nothing runs after it"
+
+
+def record_runs(monkeypatch):
+    """Replace the execution of a notebook by a record of (stem, parameters); nothing counts as up to date."""
+    runs = []
+    monkeypatch.setattr(book, "is_up_to_date", lambda *args: False)
+    monkeypatch.setattr(book, "execute_one", lambda notebook, mode, params, book_dir: runs.append(
+        (notebook.stem, dict(params))))
+    return runs
+
+
+def test_a_parameter_no_named_notebook_declares_is_refused_before_anything_runs(monkeypatch, tmp_path):
+    runs = record_runs(monkeypatch)
+    with pytest.raises(ValueError, match="parameter 'STEP' is not a parameter of 05_trained_synthetic; allowed: .*STEPS"):
+        book.execute(["05_trained_synthetic"], "quick", {"STEP": 100}, tmp_path)
+    assert runs == []
+    result = subprocess.run([sys.executable, "-m", "helpers", "execute", "-p", "STEP", "100", "05_trained_synthetic"],
+                            capture_output=True, text=True, cwd=paths.ROOT)
+    assert result.returncode == 2 and "'STEP' is not a parameter of 05_trained_synthetic" in result.stderr
+
+
+def test_each_notebook_gets_only_the_parameters_it_declares(monkeypatch, tmp_path):
+    """The ledger and the appendix follow a chapter: they get its SEED but not its TASKS (papermill would warn)."""
+    runs = record_runs(monkeypatch)
+    assert book.execute(["05_trained_synthetic"], "quick", {"TASKS": ["copy"], "SEED": 3}, tmp_path) == []
+    assert runs[0] == ("05_trained_synthetic", {"TASKS": ["copy"], "SEED": 3})
+    followers = dict(runs[1:])
+    assert followers == {"98_claims_ledger": {"SEED": 3}, "99_reproducibility": {"SEED": 3}}
+    for stem, params in runs:   # independently: the names in each source notebook's parameters cell
+        assert set(params) <= {p.name for p in book.notebook_parameters(paths.NBS_DIR / f"{stem}.ipynb")}
+
+
+def test_the_scheduler_goes_to_the_notebooks_that_declare_one_and_a_given_one_wins(monkeypatch, tmp_path):
+    runs = record_runs(monkeypatch)
+    book.execute(["01_attention_rank", "04_random_attention"], "quick", {}, tmp_path, scheduler="local")
+    chapters = {stem: params for stem, params in runs if stem[:2] in ("01", "04")}
+    assert chapters == {"01_attention_rank": {}, "04_random_attention": {"SCHEDULER": "local"}}
+    runs.clear()
+    book.execute(["04_random_attention"], "quick", {"SCHEDULER": "processes"}, tmp_path, scheduler="local")
+    assert runs[0] == ("04_random_attention", {"SCHEDULER": "processes"})
