@@ -82,14 +82,16 @@ def check_model_path(name: str, value) -> str | None:
 def _model_type(path: Path) -> str:
     transformers = _offline_transformers()
     folder, extra = _folder_and_file(path)
-    return transformers.AutoConfig.from_pretrained(folder, local_files_only=True, **extra).model_type
+    with _one_gguf_reader_per_file():
+        return transformers.AutoConfig.from_pretrained(folder, local_files_only=True, **extra).model_type
 
 
 @lru_cache(maxsize=2)
 def load_tokenizer(path: str | None = None):
     transformers = _offline_transformers()
     folder, extra = _folder_and_file(path or default_model_path())
-    return transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True, **extra)
+    with _one_gguf_reader_per_file():
+        return transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True, **extra)
 
 
 def load_model(weights: str = "pretrained", path: str | None = None, seed: int = 0):
@@ -117,16 +119,45 @@ def _load_model(weights: str, path: str | None, seed: int):
         return model.eval()
     folder, extra = _folder_and_file(path or default_model_path())
     # transformers' GGUF reader draws its own progress bar on stderr, which would land in the book's pages
-    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), _one_gguf_reader_per_file():
         warnings.simplefilter("ignore")
         model = transformers.AutoModelForCausalLM.from_pretrained(
             folder, local_files_only=True, attn_implementation="sdpa", dtype=torch.float32, **extra)
     return model.eval()
 
 
+_READERS: dict = {}   # the last .gguf file's reader (about 165 MB of header for SmolLM2), until `load` has both
+
+
+@contextlib.contextmanager
+def _one_gguf_reader_per_file():
+    """While it is active, `gguf.GGUFReader(path)` returns the reader kept for that file (one file at a time).
+    transformers opens a .gguf file afresh for the config, the weights and the tokenizer, and each reader parses
+    the whole header (2.5 to 5 s for SmolLM2's 49,152-token vocabulary on a 2-core machine); the readers only read
+    the memory-mapped file, so one serves every load."""
+    import gguf
+
+    original = gguf.GGUFReader
+
+    def shared(path, mode="r"):
+        key = (str(Path(path).resolve()), mode)
+        if key not in _READERS:
+            _READERS.clear()
+            _READERS[key] = original(path, mode)
+        return _READERS[key]
+
+    gguf.GGUFReader = shared   # transformers imports it from `gguf` at each call
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
+
+
 def load(weights: str = "pretrained", path: str | None = None, seed: int = 0):
-    """`(model, tokenizer)`; see `load_model`."""
-    return load_model(weights, path, seed), load_tokenizer(path)
+    """`(model, tokenizer)`; see `load_model`. Both loaded, the .gguf reader they shared is let go."""
+    loaded = load_model(weights, path, seed), load_tokenizer(path)
+    _READERS.clear()
+    return loaded
 
 
 def model_facts(model) -> dict:

@@ -179,3 +179,35 @@ def test_weights_and_corpus_are_checked():
         decoder.load_model("trained")
     with pytest.raises(ArgumentError, match="corpus"):
         decoder.corpus_text("wikipedia")
+
+
+def test_loading_opens_each_gguf_file_once(monkeypatch):
+    """transformers opens the .gguf file for the config, the tokenizer and the weights, parsing its header each time;
+    `load` shares one reader per file. Counted here through transformers' own loader, called twice."""
+    import gguf
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    built = []
+
+    class Counting(gguf.GGUFReader):
+        def __init__(self, *args, **kwargs):
+            built.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    monkeypatch.setattr(decoder, "_READERS", {})
+    path = str(decoder.default_model_path())
+    with decoder._one_gguf_reader_per_file():
+        first = load_gguf_checkpoint(path, return_tensors=False)
+        assert gguf.GGUFReader(path) is gguf.GGUFReader(path)
+    with decoder._one_gguf_reader_per_file():   # a later load (the tokenizer after the model) reuses it too
+        second = load_gguf_checkpoint(path, return_tensors=False)
+    assert len(built) == 1 and first["config"] == second["config"]
+    assert gguf.GGUFReader is Counting, "the reader class is restored afterwards"
+
+
+def test_load_lets_the_shared_reader_go_once_model_and_tokenizer_are_loaded(monkeypatch):
+    monkeypatch.setattr(decoder, "_READERS", {("some.gguf", "r"): object()})
+    monkeypatch.setattr(decoder, "load_model", lambda *args: "model")
+    monkeypatch.setattr(decoder, "load_tokenizer", lambda *args: "tokenizer")
+    assert decoder.load() == ("model", "tokenizer") and decoder._READERS == {}
