@@ -72,6 +72,17 @@ def unseen_share(L: float, d: int, draws: float) -> float:
     return tail / (tail + body)
 
 
+def thresholds(table: pd.DataFrame, alpha: float = familywise.ALPHA) -> np.ndarray:
+    """Each case's two-sided Bonferroni threshold over the len(table) cases of `table` (column dof: Student's t)."""
+    return np.array([familywise.threshold(len(table), alpha, two_sided=True, dof=dof) for dof in table.dof])
+
+
+def agreement_rule(alpha: float = familywise.ALPHA) -> str:
+    """The rule of `agreement_verdict`, in words."""
+    return (f"every |z| below its two-sided Bonferroni threshold at family-wise level {alpha:g} (Student's t); a case "
+            f"is judged when less than {UNSEEN_MAX:g} of the mean comes from events rarer than one in its draws")
+
+
 def agreement_verdict(table: pd.DataFrame, what: str, alpha: float = familywise.ALPHA) -> Verdict:
     """"agrees" when every judged case has |z| = |mc - exact| / se below its Bonferroni threshold at family-wise
     level `alpha` (Student's t with the case's `dof`: its standard error comes from dof + 1 draws), else "misses";
@@ -81,8 +92,7 @@ def agreement_verdict(table: pd.DataFrame, what: str, alpha: float = familywise.
     reach = table.unseen < UNSEEN_MAX if "unseen" in table else pd.Series(True, index=table.index)
     judged = table[reach]
     beyond = int((~reach).sum())
-    rule = (f"every |z| below its two-sided Bonferroni threshold at family-wise level {alpha:g} (Student's t); a case "
-            f"is judged when less than {UNSEEN_MAX:g} of the mean comes from events rarer than one in its draws")
+    rule = agreement_rule(alpha)
     left_out = "" if not beyond else (
         f"; {count_of(beyond, len(table), 'case')} {'is' if beyond == 1 else 'are'} beyond the reach of "
         f"{'its' if beyond == 1 else 'their'} draws (at least {number(100 * UNSEEN_MAX)} % of the mean from events "
@@ -91,7 +101,7 @@ def agreement_verdict(table: pd.DataFrame, what: str, alpha: float = familywise.
         return Verdict("untestable", f"{what} has no case Monte Carlo can judge{left_out}", rule,
                        {"cases": 0, "failed": 0, "beyond_reach": beyond})
     z = ((judged.mc - judged.exact) / judged.se).abs()
-    limits = np.array([familywise.threshold(len(judged), alpha, two_sided=True, dof=dof) for dof in judged.dof])
+    limits = thresholds(judged, alpha)
     bad = int((z.to_numpy() >= limits).sum())
     worst = int(np.argmax(z.to_numpy() / limits))
     sentence = (f"{what} {'agrees with' if bad == 0 else 'misses'} Monte Carlo in "
@@ -227,7 +237,7 @@ def _monte_carlo(P, result) -> None:
     mgf = run_sweep("ch3c_mgf", mgf_point, [{"d": d, "L": L, "samples": P.MGF_SAMPLES} for d, L in MGF_CASES],
                     seeds=[P.SEED])
     mgf["dof"] = mgf.samples - 1
-    mgf["threshold"] = [familywise.threshold(len(mgf), two_sided=True, dof=dof) for dof in mgf.dof]
+    mgf["threshold"] = thresholds(mgf)   # every MGF case is judged (MGF_CASES: within Monte Carlo's reach)
     result.frames["mgf"] = mgf
     result.verdict("ch3c_mgf_verdict", agreement_verdict(mgf, "the closed form of the moment generating function"))
     rc = run_sweep("ch3c_random_code", random_code_point,
@@ -250,8 +260,8 @@ def random_code_verdicts(rc: pd.DataFrame, eps: float, L_values) -> tuple[Verdic
         why = (f"no random code of any dimension reaches mean target mass {number(1 - eps)} at "
                f"L = {join([number(L) for L in L_values])} and n = {join(RANDOM_CODE_N)} (each n is beyond "
                "the divergence point), so there is no case to check")
-        return (Verdict("untestable", f"the law's off-target ratio of random codes: {why}", "every |z| below its "
-                        "threshold", {"cases": 0, "failed": 0, "beyond_reach": 0}),
+        return (Verdict("untestable", f"the law's off-target ratio of random codes: {why}", agreement_rule(),
+                        {"cases": 0, "failed": 0, "beyond_reach": 0}),
                 Verdict("untestable", f"the target mass of random codes: {why}", mass_rule, {"cases": 0, "short": 0}))
     table = pd.DataFrame({"mc": rc.ratio, "exact": rc.formula_ratio, "se": rc.ratio_se, "dof": rc.codes - 1,
                           "unseen": rc.unseen})
