@@ -12,6 +12,7 @@ rows to "not run" until the rule is updated. Rules are listed in `RULES`, in pag
 """
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,9 @@ class Rule:
     `verdicts`: (notebook, glue name) pairs; a recorded value is one verdict ({"outcome", "sentence", ...}) or a
     table of verdicts by name (chapter 05's per-task {"answer", "sentence", ...}). `statuses`: outcome word ->
     status; "untestable" is always UNTESTABLE. Several verdicts combine: the same status everywhere gives that
-    status; holds next to fails gives CONDITIONAL; untestable ones are left out unless every one is."""
+    status; holds next to fails gives CONDITIONAL; untestable ones are left out unless every one is. A verdict
+    whose sentence does not name its measure or model gets one of `labels` before it, so that a reader can tell
+    the sentences of one row apart."""
 
     claim: str
     source: str        # "paper" or "book"
@@ -53,6 +56,12 @@ class Rule:
     statuses: dict     # outcome word -> status
     figure: str        # the figure name (`mystnb.figure.name`) with the evidence
     finding: Finding | None = None   # set when the introduction states this row as a finding
+    labels: tuple = ()  # per verdict, words that say whose sentence it is ("by the hardmax rank"); "" or none: no label
+
+    def __post_init__(self):
+        if self.labels and len(self.labels) != len(self.verdicts):
+            raise ValueError(f"labels: one per verdict ({len(self.verdicts)}) or none, got {len(self.labels)} "
+                             f"for the row {self.claim!r}")
 
     @property
     def notebook(self) -> str:
@@ -87,7 +96,9 @@ def _sentence(text: str) -> str:
 
 def judge(rule: Rule, values: dict) -> Verdict:
     """The row's status from the recorded verdicts `values` {(notebook, name): recorded value}."""
-    found = [item for key in rule.verdicts for item in _recorded(values[key], key[1])]
+    labels = dict(zip(rule.verdicts, rule.labels))
+    found = [(name, outcome, f"{labels[key]}, {sentence}" if labels.get(key) else sentence)
+             for key in rule.verdicts for name, outcome, sentence in _recorded(values[key], key[1])]
     unknown = [o for _, o, _ in found if o != "untestable" and o not in rule.statuses]
     if unknown:
         return Verdict(NOT_RUN, f"the chapter recorded an outcome this row does not know ({', '.join(unknown)})",
@@ -99,12 +110,12 @@ def judge(rule: Rule, values: dict) -> Verdict:
                     "statuses": statuses})
 
 
-def _paper(claim, conditions, verdicts, statuses, figure, finding=None) -> Rule:
-    return Rule(claim, "paper", conditions, verdicts, statuses, figure, finding)
+def _paper(claim, conditions, verdicts, statuses, figure, finding=None, labels=()) -> Rule:
+    return Rule(claim, "paper", conditions, verdicts, statuses, figure, finding, labels)
 
 
-def _book(claim, conditions, verdicts, statuses, figure, finding=None) -> Rule:
-    return Rule(claim, "book", conditions, verdicts, statuses, figure, finding)
+def _book(claim, conditions, verdicts, statuses, figure, finding=None, labels=()) -> Rule:
+    return Rule(claim, "book", conditions, verdicts, statuses, figure, finding, labels)
 
 
 YES = {"holds": HOLDS, "fails": FAILS}
@@ -165,7 +176,8 @@ RULES: tuple[Rule, ...] = (
            "fig-ch7-compression",
            Finding("redundancy", "The paper's redundancy of head dimension beyond about log n",
                    "SVD truncation of trained heads and of all-MiniLM-L6-v2, and a query/key cut of the decoder "
-                   "SmolLM2-135M-Instruct judged by perplexity, against ⌈log₂ n⌉ dimensions")),
+                   "SmolLM2-135M-Instruct judged by perplexity, against ⌈log₂ n⌉ dimensions"),
+           labels=("", "in chapter 10's decoder")),
     _paper(r"The head dimension a trained model needs grows only like $\log n$.",
            "small transformers trained on synthetic tasks with known attention patterns, at the logit scales their "
            r"heads reach in training (unconstrained; chapter 3 shows that $\log n$ needs a scale growing like "
@@ -200,7 +212,8 @@ RULES: tuple[Rule, ...] = (
            (("06_real_data", "ch6_together_hardmax"), ("06_real_data", "ch6_together_numerical")),
            {"together": HOLDS, "loss_later": FAILS, "rank_later": FAILS}, "fig-ch6-rank",
            Finding("together", "The paper's claim that the loss saturates where the rank does",
-                   "validation loss against hardmax and numerical rank of trained heads on text and images")),
+                   "validation loss against hardmax and numerical rank of trained heads on text and images"),
+           labels=("by the hardmax rank", "by the numerical rank")),
     _book("Trained heads on synthetic tasks stay under the barrier.",
           "hardmax rank of every head of the trained models of chapter 5, against $0.63 n$",
           (("05_trained_synthetic", "ch5_ceiling_verdict"),),
@@ -225,7 +238,7 @@ RULES: tuple[Rule, ...] = (
           "reversal and high_rank models of chapter 5 that meet their quality bar, and the reversal models of "
           "chapter 8",
           (("05_trained_synthetic", "ch5_permutation_verdict"), ("08_where_it_breaks", "ch8_trained_breaks")),
-          {"breaks": HOLDS, "holds": FAILS}, "fig-ch5-phase"),
+          {"breaks": HOLDS, "holds": FAILS}, "fig-ch5-phase", labels=("in chapter 5", "in chapter 8")),
     _book("At finite temperature the numerical rank of a random head exceeds the barrier.",
           r"random heads; numerical rank at relative tolerance $10^{-3}$; $T/\sqrt{d_h}$ over eight decades",
           (("08_where_it_breaks", "ch8_lukewarm"),), {"exceeds": HOLDS, "below": FAILS}, "fig-ch8-temperature"),
@@ -316,10 +329,18 @@ def finding_sentence(row: Row) -> str:
     statuses = row.verdict.evidence.get("statuses") or [row.verdict.outcome]
     # the introduction quotes one verdict, the first that decided the row's status (else the first); the ledger
     # row has them all
-    deciding = [text for text, status in zip(sentences, statuses) if status == row.verdict.outcome]
-    evidence = without_status((deciding or sentences)[0], row.verdict.outcome)
-    more = len(sentences) - 1
-    tail = f"; {more} more {'verdict is' if more == 1 else 'verdicts are'} in the claims ledger" if more else ""
+    deciding = [i for i, status in enumerate(statuses) if status == row.verdict.outcome]
+    quoted = (deciding or [0])[0]
+    evidence = without_status(sentences[quoted], row.verdict.outcome)
+    # the verdicts not quoted are counted with their statuses, so that a row that holds on one measure does not
+    # hide another that could not decide
+    rest = [status for i, status in enumerate(statuses) if i != quoted]
+    if not rest:
+        tail = ""
+    elif len(rest) == 1:
+        tail = f"; 1 more verdict is in the claims ledger, and it {STATUS_VERBS[rest[0]]}"
+    else:
+        tail = f"; {len(rest)} more verdicts are in the claims ledger: {tally_sentence(Counter(rest))}"
     return f"{finding.lead} {STATUS_VERBS[row.verdict.outcome]} ({finding.condition}): {evidence}{tail}."
 
 

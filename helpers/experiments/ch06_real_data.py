@@ -465,23 +465,59 @@ def barrier_verdict(at_max: pd.DataFrame) -> Verdict:
     if not rows:
         return Verdict("untestable", "no setting meets its quality bars", rule, {"settings": 0})
     below = [r for r in rows if r[2] < r[3]]
-    parts = english.join([f"{english.number(v, 2)} n against {english.number(ref, 3)} n ({setting_name(d, n)})"
-                          for d, n, v, ref in rows])
-    sentence = f"{english.count_of(len(below), len(rows), 'setting')} below the reference of its kind: {parts}"
+    above = [r for r in rows if r[2] >= r[3]]
+
+    def listed(part):
+        return english.join([f"{english.number(v, 2)} n against {english.number(ref, 3)} n ({setting_name(d, n)})"
+                             for d, n, v, ref in part])
+
+    sentence = f"{english.count_of(len(below), len(rows), 'setting')} below the reference of its kind"
+    # the settings on each side named apart, so that a reader need not compare each pair of numbers
+    sentence += f": {listed(below)}" if below else ""
+    sentence += f"; above it: {listed(above)}" if above else ""
     outcome = "holds" if len(below) == len(rows) else "fails" if not below else "some"
     return Verdict(outcome, sentence, rule, {"settings": len(rows), "below": len(below)})
 
 
+def at_max_text(inc: pd.DataFrame) -> str:
+    """The ranks at the largest d_qk in one sentence, over the settings that meet their bars (`inc`: one row each,
+    with the seed means hardmax_over_n and the numerical rank's column): their spans, and how many settings have the
+    hardmax rank below the barrier (1 - 1/e) n; without such a setting, that none is read."""
+    if inc.empty:
+        return "No setting meets its bars, so no rank at the largest query/key width is read"
+    spans = {label: english.span(float(inc[f"{label}_over_n"].min()), float(inc[f"{label}_over_n"].max()), 2) + " n"
+             for label in RANK_LABELS}
+    below = int((inc["hardmax_over_n"] < theory.BARRIER_FRACTION).sum())
+    return (f"At the largest query/key width, in the {english.plural(len(inc), 'setting')} that "
+            f"{'meet their bars' if len(inc) > 1 else 'meets its bars'}, the hardmax rank is {spans['hardmax']} and "
+            f"the numerical rank {spans[RANK_LABELS[1]]}; the hardmax rank is below the barrier (1 − 1/e) n ≈ 0.63 n in "
+            f"{english.count_of(below, len(inc), 'setting')}")
+
+
 def loss_drop_text(models: pd.DataFrame, q: pd.DataFrame) -> str:
-    """How much there is to saturate: the drop of the seed-mean test loss from the smallest to the largest d_qk, in %
-    of the loss at the smallest, over the settings that meet their bars ("from 1.7 to 9 %")."""
+    """How much there is to saturate, as the rest of a sentence whose subject is the seed-mean test loss: its change
+    from the smallest to the largest d_qk in % of its value at the smallest, over the settings that meet their bars
+    ("falls by 1.7 % to 9 % of its value in the 5 settings that meet their bars"); a setting whose loss rises is
+    named apart, so that no setting is said to fall by a negative amount."""
     kept = {(r.domain, r.n) for r in q.itertuples() if r.included}
-    drops = []
+    changes = {}   # setting name -> drop in %
     for (domain, n), part in models[models.valid].groupby(["domain", "n"]):
         if (domain, n) in kept:
             means = part.groupby("d_head").test_loss.mean().sort_index()
-            drops.append(100 * (means.iloc[0] - means.iloc[-1]) / means.iloc[0])
-    return english.span(min(drops), max(drops), 2, "%") if drops else "untestable (no setting meets its bar)"
+            changes[setting_name(domain, n)] = 100 * (means.iloc[0] - means.iloc[-1]) / means.iloc[0]
+    if not changes:
+        return "is not read, since no setting meets its bar"
+    falls = {name: v for name, v in changes.items() if v >= 0}
+    rises = {name: -v for name, v in changes.items() if v < 0}
+    settings = (f"the {english.plural(len(changes), 'setting')} that meet their bars" if len(changes) > 1
+                else "the one setting that meets its bar")
+    if not rises:
+        return f"falls by {english.span_short(min(falls.values()), max(falls.values()), 2, '%')} of its value in {settings}"
+    risen = english.join([f"{english.number(v, 2)} % in {name}" for name, v in rises.items()])
+    if not falls:
+        return f"rises in {settings}: by {risen}"
+    return (f"falls by {english.span_short(min(falls.values()), max(falls.values()), 2, '%')} of its value in "
+            f"{english.count_of(len(falls), len(changes), 'setting')} that meet their bars, and rises by {risen}")
 
 
 def _names(part: pd.DataFrame, names: dict) -> list[str]:
@@ -852,16 +888,9 @@ def _saturation_quotes(P, q, sat, at_max, result, models, resamples) -> None:
     result.quote("ch6_headline", headline(q, outcomes, every_reason, seeds, checked))
     inc = at_max.merge(q[["domain", "n", "included"]], on=["domain", "n"])
     inc = inc[inc.included]
-    below = int((inc["hardmax_over_n"] < theory.BARRIER_FRACTION).sum())
-    result.quote("ch6_barrier_count", f"{below} of {len(inc)}")      # settings that meet their bars
+    result.quote("ch6_at_max_text", at_max_text(inc))
     result.verdict("ch6_barrier_verdict", barrier_verdict(inc))
     result.quote("ch6_hardmax_frac_max", float(inc["hardmax_over_n"].max()) if len(inc) else math.nan, ".2f")
     result.quote("ch6_hardmax_top_text", f"the largest hardmax rank of a setting that meets its bar, at the largest "
                  f"query/key width, is {inc['hardmax_over_n'].max():.2f} n" if len(inc) else
                  "no setting meets its bar, so no hardmax rank at the largest query/key width is reported")
-    for label in RANK_LABELS:
-        key = "hardmax" if label == "hardmax" else "numerical"
-        values = inc[f"{label}_over_n"]
-        result.quote(f"ch6_{key}_over_n_span",
-                     english.span(float(values.min()), float(values.max()), 2) + " n" if len(values) else
-                     "untestable at this budget (no setting meets its bar)")

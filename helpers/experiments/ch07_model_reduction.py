@@ -308,8 +308,8 @@ def rule_verdict(smallest: pd.DataFrame, included: set, qk_share: dict) -> Verdi
     measured cost."""
     rows = smallest[(smallest.stage == "truncated") & smallest.apply(lambda r: (r.domain, r.n) in included, axis=1)]
     if rows.empty:
-        return Verdict("untestable", "untestable at this budget: no setting meets its quality bars, so the rule that one "
-                       "query/key dimension is enough cannot be tested", rule="needs a setting that meets its bars",
+        return Verdict("untestable", "the rule that one query/key dimension is enough is untestable at this budget: no "
+                       "setting meets its quality bars", rule="needs a setting that meets its bars",
                        evidence={"settings": 0})
     ok = rows[rows.smallest_r == 1]
     costs = english.span(*rank1_cost_pct(rows).agg(["min", "max"]), 2)
@@ -324,6 +324,14 @@ def rule_verdict(smallest: pd.DataFrame, included: set, qk_share: dict) -> Verdi
         outcome = "withdrawn"
     return Verdict(outcome, sentence, rule="rank 1 within 1 % of the uncompressed seed-mean loss, no fine-tuning, in "
                    "every setting that meets its bars", evidence={"settings": int(len(rows)), "rank1_ok": int(len(ok))})
+
+
+def scaling_text(growth: Verdict) -> str:
+    """The growth verdict as a clause with its subject, for the prose ("By these rules, ..."): "the needed rank
+    shows growth of order log n or slower: ..." or "how the needed rank grows is untestable at this budget: ..."."""
+    if growth.outcome == "untestable":
+        return f"how the needed rank grows is {growth.sentence}"
+    return f"the needed rank shows {growth.sentence}"
 
 
 def rank1_cost_pct(rows: pd.DataFrame) -> pd.Series:
@@ -417,6 +425,7 @@ def analyse(P) -> ChapterResult:
         else scratch
     result.verdict("ch7_scratch", scratch_verdict(compared))
     result.verdict("ch7_scaling", growth)
+    result.quote("ch7_scaling_text", scaling_text(growth))
     result.quote("ch7_min_points", scaling.VERDICT_MIN_POINTS, "d")
     minilm_r99 = _minilm(P, result)
     result.verdict("ch7_redundancy", redundancy_verdict(smallest, minilm_r99, P.MINILM_TOKENS))

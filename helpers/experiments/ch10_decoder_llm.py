@@ -180,13 +180,15 @@ def redundancy_verdict(comp, base, d_head: int, tolerance: float) -> Verdict:
             "⌈log₂ n⌉ at every n, on every leave-one-window-out")
     if flips or decided == robust.UNTESTABLE:
         why = f"leaving out {english.join(flips)} changes it" if flips else "the brackets straddle ⌈log₂ n⌉"
-        return Verdict(robust.UNTESTABLE, f"untestable at this budget ({why}): the smallest r within {pct} % is "
-                       f"{text}, against ⌈log₂ n⌉ = {logs}", rule=rule, evidence=evidence)
+        return Verdict(robust.UNTESTABLE, f"the claim is untestable at this budget ({why}): the smallest r within "
+                       f"{pct} % is {text}, against ⌈log₂ n⌉ = {logs}", rule=rule, evidence=evidence)
+    # sentences that name their subject: the chapter says "in this model ..." and the ledger "in chapter 10's decoder"
     if decided == "fails":
-        sentence = (f"fails: to keep the perplexity within {pct} %, every head needs {text}, more than "
-                    f"⌈log₂ n⌉ = {logs}")
+        sentence = (f"the heads cannot be cut to about log n: to keep the perplexity within {pct} %, every head needs "
+                    f"{text}, more than ⌈log₂ n⌉ = {logs}")
     else:
-        sentence = f"holds: the smallest r within {pct} % is {text}, at most ⌈log₂ n⌉ = {logs}"
+        sentence = (f"the heads can be cut to about log n: the smallest r within {pct} % is {text}, at most "
+                    f"⌈log₂ n⌉ = {logs}")
     return Verdict(decided, sentence, rule=rule, evidence=evidence)
 
 

@@ -121,13 +121,16 @@ def test_needs_at_the_top_of_the_grid_are_untestable_for_growth_and_fail_redunda
     assert growth.outcome == "untestable" and "no rank below the head dimension dₕ = 8" in growth.sentence
     redundancy = chapter.redundancy_verdict(comp, base, 8, 0.05)
     assert redundancy.outcome == "fails" and "5 to 8 at every n from 8 to 16" in redundancy.sentence
+    # the sentence names its subject, for the chapter's "in this model ..." and the ledger's row
+    assert redundancy.sentence.startswith("the heads cannot be cut to about log n: ")
     assert chapter.needed_text({8: 8, 16: 4}, [2, 4, 8]) == "5 to 8 at n = 8, 3 to 4 at n = 16"
 
 
 def test_redundancy_holds_when_log2_n_suffices_and_is_untestable_when_a_window_decides():
     enough = {(w, n): [3.0, 3.0] for w in "abc" for n in (8, 16)}       # r = 2 passes, ceil(log2 n) = 3 and 4
     comp, base = _compression(enough)
-    assert chapter.redundancy_verdict(comp, base, 8, 0.05).outcome == "holds"
+    holds = chapter.redundancy_verdict(comp, base, 8, 0.05)
+    assert holds.outcome == "holds" and holds.sentence.startswith("the heads can be cut to about log n: ")
     # at n = 8 the pooled loss at r = 2 passes (3.047 <= 3 + ln 1.05 = 3.0488) only thanks to window a or b: leave
     # one out and r = 2 fails, so the answer becomes 3 to 4, which straddles ceil(log2 8) = 3
     fragile = {**enough, ("c", 8): [3.14, 3.0]}

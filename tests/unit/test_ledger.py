@@ -180,8 +180,25 @@ def test_finding_sentence_quotes_the_first_verdict_and_counts_the_rest():
     assert text.startswith(rule.finding.lead) and rule.finding.condition in text
     assert "sentence 0; with a clause" in text and "sentence 1" not in text
     more = len(rule.verdicts) - 1
-    assert text.endswith(f"sentence 0; with a clause; {more} more {'verdict is' if more == 1 else 'verdicts are'} in "
-                         "the claims ledger.")
+    status = rule.statuses[next(iter(rule.statuses))]
+    counted = (f"1 more verdict is in the claims ledger, and it {ledger.STATUS_VERBS[status]}" if more == 1 else
+               f"{more} more verdicts are in the claims ledger: {ledger.tally_sentence({status: more})}")
+    assert text.endswith(f"sentence 0; with a clause; {counted}.")
+
+
+def test_finding_sentence_says_the_status_of_each_verdict_it_does_not_quote():
+    """The loss-and-rank row holds by one measure while the other cannot decide: the introduction says so."""
+    rule = rule_reading("ch6_together_hardmax")
+    values = {rule.verdicts[0]: recorded("untestable", "untestable at this budget: one seed flips it"),
+              rule.verdicts[1]: recorded("together", "5 of 5 together")}
+    text = ledger.finding_sentence(ledger.Row(rule, ledger.judge(rule, values)))
+    assert text.endswith("holds (" + rule.finding.condition + "): by the numerical rank, 5 of 5 together; 1 more "
+                         "verdict is in the claims ledger, and it is untestable at this budget.")
+    three = rule_reading("ch3_verdict_loose")
+    values = {three.verdicts[0]: recorded("faster"), three.verdicts[1]: recorded("untestable"),
+              three.verdicts[2]: recorded("faster")}
+    assert ledger.finding_sentence(ledger.Row(three, ledger.judge(three, values))).endswith(
+        "; 2 more verdicts are in the claims ledger: 1 fails and 1 is untestable at this budget.")
 
 
 def test_finding_sentence_quotes_the_verdict_that_decided_the_status():
@@ -208,3 +225,41 @@ def test_a_finding_does_not_state_its_status_twice():
               for key in rule.verdicts}    # a chapter records the word "untestable"
     text = ledger.finding_sentence(ledger.Row(rule, ledger.judge(rule, values)))
     assert text.count("untestable at this budget") == 1 and "for copy, all the data point to x" in text
+
+
+def test_a_row_of_several_verdicts_names_whose_sentence_is_whose():
+    """The loss-and-rank row reads a hardmax and a numerical verdict whose sentences do not name their measure: the
+    ledger puts the measure before each, and an untestable one is left out of the status."""
+    row = rule_reading("ch6_together_hardmax")
+    verdict = ledger.evaluate(row, metrics_for(row, ["untestable", "together"]))
+    assert verdict.sentence == ("by the hardmax rank, ch6_together_hardmax says so; "
+                                "by the numerical rank, ch6_together_numerical says so")
+    assert verdict.outcome == ledger.HOLDS
+    # a row without labels quotes its sentences as they are
+    barrier = rule_reading("ch2_barrier_verdict")
+    assert ledger.evaluate(barrier, metrics_for(barrier, ["holds"])).sentence == "ch2_barrier_verdict says so"
+    # a decoder sentence in the redundancy row says which model it is about
+    redundancy = rule_reading("ch10_redundancy")
+    assert ledger.evaluate(redundancy, metrics_for(redundancy, ["fails", "fails"])).sentence.endswith(
+        "; in chapter 10's decoder, ch10_redundancy says so")
+
+
+def test_labels_come_one_per_verdict_or_not_at_all():
+    rule = rule_reading("ch6_together_hardmax")
+    with pytest.raises(ValueError, match="labels: one per verdict"):
+        ledger.Rule(rule.claim, rule.source, rule.conditions, rule.verdicts, rule.statuses, rule.figure,
+                    labels=("by the hardmax rank",))
+
+
+def test_the_real_data_barrier_sentence_names_the_settings_on_each_side_apart():
+    import pandas as pd
+
+    at_max = pd.DataFrame({"domain": ["shakespeare", "mnist", "shakespeare"], "n": [64, 16, 128],
+                           "hardmax_over_n": [0.55, 0.5, 0.4]})
+    sentence = ch06.barrier_verdict(at_max).sentence
+    below, _, above = sentence.partition("; above it: ")
+    assert below.startswith("2 of 3 settings below") and "(mnist at n = 16)" in below and "n = 128)" in below
+    assert above == "0.55 n against 0.508 n (shakespeare at n = 64)"
+    none_below = ch06.barrier_verdict(at_max.assign(hardmax_over_n=0.9)).sentence
+    assert none_below.startswith("0 of 3 settings below the reference of its kind; above it: ")
+    assert "above" not in ch06.barrier_verdict(at_max.assign(hardmax_over_n=0.1)).sentence

@@ -372,3 +372,29 @@ def test_the_headline_names_the_seeds_each_width_rests_on():
     assert ch.seeds_text(models, q, 3) == "3 to 5 seeds"
     assert ch.seeds_text(models[models.seed < 3], q, 3) == "3 seeds"
     assert ch.seeds_text(models[models.seed < 2], q, 3) == "at least 2 seeds"
+
+
+def test_loss_drop_text_names_a_setting_whose_loss_rises_and_reads_nothing_without_a_setting():
+    """The change of the seed-mean test loss from the smallest to the largest width, recomputed by hand: 2.0 -> 1.8
+    is a 10 % fall, 2.0 -> 1.9 a 5 % fall, 0.300 -> 0.307 a 2.3 % rise (never "falls by -2.3 %")."""
+    losses = {("shakespeare", 32): (2.0, 1.8), ("mnist", 16): (0.300, 0.307), ("bbc", 128): (2.0, 1.9)}
+    models = pd.DataFrame([{"domain": d, "n": n, "d_head": width, "test_loss": loss, "valid": True, "seed": seed}
+                           for (d, n), ends in losses.items() for width, loss in zip((1, 16), ends)
+                           for seed in range(3)])
+    q = pd.DataFrame([{"domain": d, "n": n, "included": True} for d, n in losses])
+    assert ch.loss_drop_text(models, q) == ("falls by 5 % to 10 % of its value in 2 of 3 settings that meet their "
+                                            "bars, and rises by 2.3 % in mnist at n = 16")
+    assert ch.loss_drop_text(models, q.assign(included=[True, False, True])) == \
+        "falls by 5 % to 10 % of its value in the 2 settings that meet their bars"
+    assert ch.loss_drop_text(models, q.assign(included=[False, True, False])) == \
+        "rises in the one setting that meets its bar: by 2.3 % in mnist at n = 16"
+    assert ch.loss_drop_text(models, q.assign(included=False)) == "is not read, since no setting meets its bar"
+
+
+def test_at_max_text_counts_the_settings_below_the_barrier_and_reads_nothing_without_a_setting():
+    inc = pd.DataFrame({"domain": ["shakespeare", "mnist"], "n": [32, 16], "hardmax_over_n": [0.58, 0.70]})
+    inc = inc.assign(**{f"{label}_over_n": [0.51, 0.94] for label in ch.RANK_LABELS[1:]})
+    assert ch.at_max_text(inc) == ("At the largest query/key width, in the 2 settings that meet their bars, the hardmax "
+                                   "rank is from 0.58 to 0.7 n and the numerical rank from 0.51 to 0.94 n; the "
+                                   "hardmax rank is below the barrier (1 − 1/e) n ≈ 0.63 n in 1 of 2 settings")
+    assert ch.at_max_text(inc.iloc[:0]) == "No setting meets its bars, so no rank at the largest query/key width is read"

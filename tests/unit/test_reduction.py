@@ -229,4 +229,17 @@ def test_rule_verdict_outcomes():
     assert ch.rule_verdict(table, {("bbc", 64)}, share).outcome == "supported"
     withdrawn = ch.rule_verdict(table, {("bbc", 64), ("bbc", 128)}, share)
     assert withdrawn.outcome == "withdrawn" and "1 of 2 settings" in withdrawn.sentence
-    assert ch.rule_verdict(table, set(), share).outcome == "untestable"
+    untestable = ch.rule_verdict(table, set(), share)
+    # the prose reads "After training, <sentence>.", so every sentence names what it is about
+    assert untestable.outcome == "untestable" and untestable.sentence.startswith("the rule that one query/key")
+    assert withdrawn.sentence.startswith("one query/key dimension is not enough")
+
+
+def test_scaling_text_gives_the_growth_verdict_its_subject():
+    from helpers.results import Verdict
+
+    log = Verdict("log", "growth of order log n or slower: smallest r 5, 6 and 7 at n = 32, 64 and 128", "r", {})
+    assert ch.scaling_text(log) == ("the needed rank shows growth of order log n or slower: smallest r 5, 6 and 7 at "
+                                    "n = 32, 64 and 128")
+    none = Verdict("untestable", "untestable at this budget: too few n", "r", {})
+    assert ch.scaling_text(none) == "how the needed rank grows is untestable at this budget: too few n"
