@@ -1,4 +1,5 @@
-"""glibc's thresholds fixed by `helpers.allocator.keep_freed_memory` against its defaults, per step.
+"""glibc's thresholds fixed by `helpers.allocator.keep_freed_memory` (and `keep_large_freed_memory`) against its
+defaults, per step (per point for chapter 10).
 
 The chapters' own stacks, trained by `helpers.training.train` with their recipes (validation every `eval_every`
 steps included), BENCH_STEPS steps from fresh weights, one thread:
@@ -6,15 +7,20 @@ steps included), BENCH_STEPS steps from fresh weights, one thread:
     widths 1, 4 and 8 repeated over seeds up to the chapter's `stack_size` (96, 48, 24, 12 and 3 models);
   - chapter 06 (full mode): Shakespeare at n = 128, widths 1, 2 and 3 by 3 seeds;
   - chapter 03c's code optimiser (`helpers.code_search.optimise_code`, which also sets them) at its largest n, 4096:
-    a free (permutation) and a tied code of dimension 16 at L = 16, CODE_STEPS steps (the chapter's 400).
+    a free (permutation) and a tied code of dimension 16 at L = 16, CODE_STEPS steps (the chapter's 400);
+  - chapter 10's window point (`ch10_decoder_llm_points.window_point`, SmolLM2 on one Shakespeare window of 2,048
+    tokens, the chapter's full-mode n and SVD layers, one thread like the rows above), with
+    `keep_large_freed_memory`, which that point sets, against glibc's defaults; one whole point per side (about
+    a minute).
 The thresholds cannot be set back within a process, so each side runs in a child process of its own, the two
 sides alternating (best of BENCH_ROUNDS, default 2, so that load changes hit both alike). Prints per stack (or
-code): milliseconds per model-step (or optimiser step) and minor page faults per step of each side, the ratio
-default / kept (above 1: keeping is faster), and whether the trained weights (or the code's masses) are bitwise the
-same.
+code, or point): milliseconds per model-step (or optimiser step, or point) and minor page faults per step of each
+side, the ratio default / kept (above 1: keeping is faster), and whether the trained weights (or the code's masses,
+or the point's rows) are bitwise the same.
 
 Figures (dated, with the machine): the README's section "Benchmarks".
-Usage: python benchmarks/bench_allocator.py       (BENCH_STEPS, default 100; BENCH_ROUNDS, default 2)
+Usage: python benchmarks/bench_allocator.py       (BENCH_STEPS, default 100; BENCH_ROUNDS, default 2; BENCH_ONLY,
+       a chapter such as ch10, for its rows alone)
 """
 
 import dataclasses
@@ -33,8 +39,11 @@ STEPS = int(os.environ.get("BENCH_STEPS", 100))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", 2))
 STACKS = [("ch05", "reversal", 16), ("ch05", "copy", 32), ("ch05", "copy", 64), ("ch05", "copy", 128),
           ("ch05", "copy", 256), ("ch06", "shakespeare", 128), ("ch03c", "permutation", 4096),
-          ("ch03c", "tied", 4096)]
+          ("ch03c", "tied", 4096), ("ch10", "window", 2048)]
 CODE_STEPS = 400
+ONLY = os.environ.get("BENCH_ONLY")
+if ONLY is not None and ONLY not in {chapter for chapter, _, _ in STACKS}:
+    raise SystemExit(f"BENCH_ONLY must be one of {sorted({chapter for chapter, _, _ in STACKS})}, not {ONLY!r}")
 
 
 def _ch05(task: str, n: int):
@@ -72,11 +81,33 @@ def _code(pattern: str, n: int) -> dict:
             "weights": hashlib.sha256(result).hexdigest()}
 
 
+def _window_point(n: int) -> dict:
+    """Chapter 10's window point, timed after the model is loaded (`decoder.load` keeps it for the point)."""
+    from helpers import decoder
+    from helpers.experiments import ch10_decoder_llm_points as points
+
+    decoder.load("pretrained", None)
+    sizes = [n >> k for k in range(5, -1, -1)]       # 64 .. 2,048 at n = 2,048, as in full mode
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    started = time.perf_counter()
+    rows = points.window_point("shakespeare", "pretrained", None, sizes, 0, [0, 10, 20], [1e-3], 0)
+    seconds = time.perf_counter() - started
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    return {"ms": 1e3 * seconds, "faults": faults, "models": 1,
+            "weights": hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()}
+
+
 def child(chapter: str, name: str, n: int, keep: bool) -> dict:
     """Train one stack for STEPS steps (or optimise one code of chapter 03c) in this process, with glibc's
     thresholds kept or left at their defaults."""
     from helpers import allocator, seeding, training
 
+    if chapter == "ch10":
+        if keep:
+            assert allocator.keep_large_freed_memory(), "not glibc: nothing to measure"
+        else:
+            allocator._kept_large = False   # the point's own call then leaves glibc's defaults alone
+        return _window_point(n)
     if keep:
         assert allocator.keep_freed_memory(), "not glibc: nothing to measure"
     else:
@@ -106,6 +137,8 @@ def run_child(chapter: str, name: str, n: int, keep: bool) -> dict:
 def main():
     header("allocator: glibc's thresholds kept (helpers.allocator) against its defaults, per step")
     for chapter, name, n in STACKS:
+        if ONLY is not None and chapter != ONLY:
+            continue
         runs = {"default": [], "kept": []}
         for _ in range(ROUNDS):
             for side in runs:
@@ -113,10 +146,12 @@ def main():
         best = {side: min(r, key=lambda x: x["ms"]) for side, r in runs.items()}
         same = len({r["weights"] for side in runs for r in runs[side]}) == 1
         what, unit, result = (("one code", "optimiser step", "masses and loss") if chapter == "ch03c" else
+                              ("one window", "point", "rows") if chapter == "ch10" else
                               (f"{best['kept']['models']} models", "model-step", "weights"))
+        per = "point" if chapter == "ch10" else "step"
         print(f"{chapter} {name} n = {n:>3}, {what}: default {best['default']['ms']:.2f} ms "
-              f"({best['default']['faults']:,.0f} faults a step), kept {best['kept']['ms']:.2f} ms "
-              f"({best['kept']['faults']:,.0f} faults a step) per {unit}; {result} bitwise the same: {same}")
+              f"({best['default']['faults']:,.0f} faults a {per}), kept {best['kept']['ms']:.2f} ms "
+              f"({best['kept']['faults']:,.0f} faults a {per}) per {unit}; {result} bitwise the same: {same}")
         print("  " + verdict(f"default / kept, {chapter} {name} at n = {n}",
                              best["default"]["ms"] / best["kept"]["ms"], 1.0))
 

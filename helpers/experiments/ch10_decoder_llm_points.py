@@ -12,6 +12,7 @@ from functools import lru_cache
 import torch
 
 from .. import decoder, rank, seeding
+from ..allocator import keep_large_freed_memory
 from .. import decoder_attention as attention
 from ..threads import torch_threads
 
@@ -41,6 +42,7 @@ def window_point(corpus: str, weights: str, model_path, n_values: list, window: 
                  tolerances: list, seed: int) -> list[dict]:
     """Rows per (layer, head, n) with hardmax rank, first-token mass, logit scale (and the SVD measures on the heads
     of `svd_layers`: the first query head of each key/value group), plus one row per n with the window's loss."""
+    keep_large_freed_memory()   # each layer frees attention blocks of up to 151 MB that the next allocates
     model, tokenizer = decoder.load(weights, model_path, seeding.derive_seed(seed, "random_init"))
     sizes = sorted(int(n) for n in n_values)
     ids = _window(tokenizer, corpus, sizes[-1], window, seed)
@@ -89,6 +91,7 @@ def compression_point(corpus: str, model_path, n_values: list, window: int, rank
                       seed: int) -> list[dict]:
     """The loss of one test window at each n with every head's query/key space cut to rank r (keys after RoPE
     projected on the top-r principal directions of their group's calibration keys), for each r in `ranks`."""
+    keep_large_freed_memory()
     model, tokenizer = decoder.load("pretrained", model_path)
     sizes = sorted(int(n) for n in n_values)
     ids = _window(tokenizer, corpus, sizes[-1], window, seed)
@@ -110,6 +113,7 @@ def layer_cut_point(corpus: str, model_path, n: int, n_max: int, window: int, r:
                     seed: int) -> list[dict]:
     """The loss of one test window of n tokens with one layer at a time cut to rank r (the other layers uncut),
     and with none cut: which layers carry the cost of the cut. The bases are those of `compression_point`."""
+    keep_large_freed_memory()
     model, tokenizer = decoder.load("pretrained", model_path)
     ids = _window(tokenizer, corpus, n, window, seed)
     bases, grams = _bases(model_path, int(n_max), int(calibration), seed)
