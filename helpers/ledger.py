@@ -307,11 +307,14 @@ STATUS_VERBS = {HOLDS: "holds", FAILS: "fails", CONDITIONAL: "holds only under s
 
 def without_status(evidence: str, outcome: str) -> str:
     """A chapter verdict's sentence without the status the finding has just stated: "copy is untestable at this
-    budget: all the data ..." -> "for copy, all the data ...", "untestable at this budget: ..." -> "...";
-    any other sentence unchanged."""
+    budget: all the data ..." -> "for copy, all the data ...", "untestable at this budget: ..." -> "...",
+    "by the hardmax rank, untestable at this budget: ..." -> "by the hardmax rank, ..."; any other sentence
+    unchanged."""
     if outcome != UNTESTABLE:
         return evidence
     subject, mark, rest = evidence.partition("untestable at this budget: ")
+    if mark and subject.endswith(", "):     # a row's label before the sentence: "by the hardmax rank, untestable ..."
+        return subject + rest
     if not mark or (subject and not subject.endswith(" is ")):
         return evidence
     subject = subject.removesuffix(" is ")

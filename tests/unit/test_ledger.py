@@ -215,6 +215,8 @@ def test_a_finding_does_not_state_its_status_twice():
     assert (ledger.without_status("copy is untestable at this budget: all the data point to log n", untestable)
             == "for copy, all the data point to log n")
     assert ledger.without_status("untestable at this budget: too few n", untestable) == "too few n"
+    assert (ledger.without_status("by the hardmax rank, untestable at this budget: too few seeds", untestable)
+            == "by the hardmax rank, too few seeds")
     # other statuses, and a sentence where the words are not its opening status, are left as they are
     assert ledger.without_status("copy is untestable at this budget: x", ledger.HOLDS) == (
         "copy is untestable at this budget: x")
