@@ -490,7 +490,8 @@ def at_max_text(inc: pd.DataFrame) -> str:
     below = int((inc["hardmax_over_n"] < theory.BARRIER_FRACTION).sum())
     return (f"At the largest query/key width, in the {english.plural(len(inc), 'setting')} that "
             f"{'meet their bars' if len(inc) > 1 else 'meets its bars'}, the hardmax rank is {spans['hardmax']} and "
-            f"the numerical rank {spans[RANK_LABELS[1]]}; the hardmax rank is below the barrier (1 − 1/e) n ≈ 0.63 n in "
+            f"the numerical rank {spans[RANK_LABELS[1]]}; the hardmax rank is below the barrier (1 − 1/e) n ≈ "
+            f"{english.number(theory.BARRIER_FRACTION, 2)} n in "
             f"{english.count_of(below, len(inc), 'setting')}")
 
 
